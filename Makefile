@@ -1,0 +1,37 @@
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8080
+DEMO_PORT ?= 8090
+
+.PHONY: run test lint bench install services clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+services:
+	@scripts/ensure-services
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_module_size.py
+
+test: install services lint
+	$(BIN)/pytest -q
+
+run: install
+	@scripts/run-demo $(HOST) $(PORT) $(DEMO_PORT)
+
+bench: install services
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) leasegate.db .pytest_cache .mypy_cache .ruff_cache

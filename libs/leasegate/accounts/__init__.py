@@ -1,0 +1,12 @@
+"""The account registry: accounts in priority order and the candidates for a model (pure)."""
+
+from leasegate.accounts.registry import (
+    Account,
+    AccountsFileError,
+    Candidate,
+    Provider,
+    Registry,
+    parse_accounts,
+)
+
+__all__ = ["Account", "AccountsFileError", "Candidate", "Provider", "Registry", "parse_accounts"]

@@ -1,0 +1,221 @@
+"""Parse the accounts document into a Registry, and answer "who serves this model, in order".
+
+Pure: the YAML is loaded by the caller, and which credential variables are set is passed in,
+so nothing here reads a file or the environment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, cast
+from urllib.parse import urlsplit
+
+Provider = Literal["openai", "anthropic", "openrouter", "openai-compatible"]
+PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "openrouter", "openai-compatible")
+
+ACCOUNT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+CREDENTIAL_ENV = re.compile(r"LEASEGATE_CRED_[A-Z0-9_]+")
+
+_FIELDS = frozenset(
+    {
+        "id",
+        "provider",
+        "base_url",
+        "credential_env",
+        "models",
+        "lease_capacity",
+        "request_capacity",
+        "headers_timeout_s",
+        "first_token_timeout_s",
+        "stream_idle_timeout_s",
+        "max_connections",
+    }
+)
+
+
+class AccountsFileError(ValueError):
+    """One line naming the account and the field that is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    id: str
+    provider: Provider
+    base_url: str
+    """Origin (and optional path prefix) the request path is appended to; no trailing slash."""
+    credential_env: str
+    models: Mapping[str, str]
+    """Requested name -> served name."""
+    configured: bool
+    """Whether the credential variable is set and non-empty; unconfigured is never selected."""
+    lease_capacity: int | None = None
+    request_capacity: int | None = None
+    headers_timeout_s: float | None = None
+    """None: the LEASEGATE_UPSTREAM_HEADERS_TIMEOUT_S default."""
+    first_token_timeout_s: float | None = None
+    stream_idle_timeout_s: float | None = None
+    max_connections: int | None = None
+    """Size of this account's own connection pool; None: the global default."""
+
+    @property
+    def speaks_anthropic(self) -> bool:
+        return self.provider == "anthropic"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    position: int
+    account: Account
+    served_model: str
+
+
+@dataclass(frozen=True)
+class Registry:
+    accounts: tuple[Account, ...]
+    _by_id: Mapping[str, Account] = field(init=False, repr=False)
+    _by_model: Mapping[str, tuple[Candidate, ...]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_model: dict[str, list[Candidate]] = {}
+        for account in self.accounts:
+            for requested, served in account.models.items():
+                ranked = by_model.setdefault(requested, [])
+                ranked.append(Candidate(len(ranked), account, served))
+        object.__setattr__(self, "_by_id", {a.id: a for a in self.accounts})
+        object.__setattr__(self, "_by_model", {m: tuple(c) for m, c in by_model.items()})
+
+    def candidates(self, model: str) -> tuple[Candidate, ...]:
+        """Every account serving `model`, in registry order; empty when nobody does."""
+        return self._by_model.get(model, ())
+
+    def account(self, account_id: str) -> Account | None:
+        return self._by_id.get(account_id)
+
+    def models(self) -> tuple[str, ...]:
+        return tuple(self._by_model)
+
+
+def parse_accounts(document: object, configured_envs: Set[str]) -> Registry:
+    """Validate the loaded YAML document. `configured_envs`: credential variables that are set."""
+    if document is None:
+        return Registry(())
+    if not isinstance(document, Mapping) or set(document) - {"accounts"}:
+        raise AccountsFileError(
+            "accounts file: the top level must be a mapping with one key, 'accounts'"
+        )
+    entries = document.get("accounts") or []
+    if not isinstance(entries, list):
+        raise AccountsFileError("accounts file: 'accounts' must be a list")
+    accounts: list[Account] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        account = _parse_account(index, entry, configured_envs)
+        if account.id in seen:
+            raise AccountsFileError(
+                f"accounts file: account {account.id!r}: field 'id': duplicate id"
+            )
+        seen.add(account.id)
+        accounts.append(account)
+    return Registry(tuple(accounts))
+
+
+def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Account:
+    if not isinstance(entry, Mapping):
+        raise AccountsFileError(f"accounts file: account #{index}: must be a mapping")
+    raw_id = entry.get("id")
+    name = f"account {raw_id!r}" if isinstance(raw_id, str) else f"account #{index}"
+
+    def fail(field_name: str, why: str) -> AccountsFileError:
+        return AccountsFileError(f"accounts file: {name}: field '{field_name}': {why}")
+
+    unknown = sorted(str(k) for k in entry if k not in _FIELDS)
+    if unknown:
+        raise fail(unknown[0], "unknown field")
+    if not isinstance(raw_id, str) or not ACCOUNT_ID.fullmatch(raw_id):
+        raise fail("id", "must match [a-z0-9][a-z0-9-]{0,62}")
+    provider = entry.get("provider")
+    if provider not in PROVIDERS:
+        raise fail("provider", f"must be one of {', '.join(PROVIDERS)}")
+    base_url = entry.get("base_url")
+    if not isinstance(base_url, str) or not _is_http_url(base_url):
+        raise fail("base_url", "must be an http(s) URL")
+    credential_env = entry.get("credential_env")
+    if not isinstance(credential_env, str) or not CREDENTIAL_ENV.fullmatch(credential_env):
+        raise fail("credential_env", "must match LEASEGATE_CRED_[A-Z0-9_]+")
+    return Account(
+        id=raw_id,
+        provider=cast("Provider", provider),
+        base_url=base_url.rstrip("/"),
+        credential_env=credential_env,
+        models=_parse_models(entry.get("models"), fail),
+        configured=credential_env in configured_envs,
+        lease_capacity=_capacity(entry.get("lease_capacity"), "lease_capacity", fail),
+        request_capacity=_capacity(entry.get("request_capacity"), "request_capacity", fail),
+        headers_timeout_s=_seconds(entry.get("headers_timeout_s"), "headers_timeout_s", fail),
+        first_token_timeout_s=_seconds(
+            entry.get("first_token_timeout_s"), "first_token_timeout_s", fail
+        ),
+        stream_idle_timeout_s=_seconds(
+            entry.get("stream_idle_timeout_s"), "stream_idle_timeout_s", fail
+        ),
+        max_connections=_positive(entry.get("max_connections"), "max_connections", fail),
+    )
+
+
+class _Fail(Protocol):
+    def __call__(self, field_name: str, why: str) -> AccountsFileError: ...
+
+
+def _is_http_url(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
+
+
+def _parse_models(raw: object, fail: _Fail) -> dict[str, str]:
+    if isinstance(raw, list):
+        pairs = [(m, m) for m in raw]
+    elif isinstance(raw, Mapping):
+        pairs = list(raw.items())
+    else:
+        raise fail("models", "must be a mapping of requested -> served names, or a list")
+    if not pairs:
+        raise fail("models", "must name at least one model")
+    models: dict[str, str] = {}
+    for requested, served in pairs:
+        if (
+            not isinstance(requested, str)
+            or not requested
+            or not isinstance(served, str)
+            or not served
+        ):
+            raise fail("models", "model names must be non-empty strings")
+        if requested in models:
+            raise fail("models", f"model {requested!r} is listed twice")
+        models[requested] = served
+    return models
+
+
+def _capacity(raw: object, field_name: str, fail: _Fail) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise fail(field_name, "must be null or a non-negative integer")
+    return raw
+
+
+def _positive(raw: object, field_name: str, fail: _Fail) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise fail(field_name, "must be null or a positive integer")
+    return raw
+
+
+def _seconds(raw: object, field_name: str, fail: _Fail) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
+        raise fail(field_name, "must be null or a positive number of seconds")
+    return float(raw)

@@ -1,0 +1,97 @@
+"""Every LEASEGATE_* variable, typed and checked. The only place the environment is read."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+_TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+
+PositiveSeconds = Annotated[float, Field(gt=0)]
+
+
+class Settings(BaseSettings):
+    """Defaults give the embedded single-process mode; the two URLs give production mode."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LEASEGATE_", extra="forbid", frozen=True, validate_default=True
+    )
+
+    database_url: str = "sqlite+aiosqlite:///./leasegate.db"
+    redis_url: str | None = None
+    redis_prefix: str = Field(default="leasegate", pattern=r"^[A-Za-z0-9:_-]{1,64}$")
+    """Namespace for every Redis key and channel, so one Redis can serve several gateways."""
+    accounts_file: Path | None = None
+    control_token: SecretStr | None = None
+    admin_tokens: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)
+    audit_key: SecretStr | None = None
+    max_fallback_hops: int = Field(default=1, ge=0)
+    key_ttl_s: int = Field(default=900, gt=0)
+    key_max_ttl_s: int = Field(default=86400, gt=0)
+    failure_threshold: int = Field(default=3, ge=1)
+    account_failure_threshold: int = Field(default=2, ge=1)
+    base_cooldown_s: PositiveSeconds = 30.0
+    max_cooldown_s: PositiveSeconds = 600.0
+    upstream_headers_timeout_s: PositiveSeconds = 30.0
+    first_token_timeout_s: PositiveSeconds | None = None
+    stream_idle_timeout_s: PositiveSeconds = 60.0
+    upstream_max_connections: int = Field(default=256, ge=1)
+    """Default size of each account's own connection pool."""
+    upstream_pool_timeout_s: PositiveSeconds = 5.0
+    """How long a request waits for a pooled connection before `upstream-pool-exhausted`."""
+    request_slot_lease_s: PositiveSeconds = 30.0
+    """A request slot whose holder stops renewing is reclaimed after this long."""
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    key_cache_ttl_s: PositiveSeconds = 60.0
+    """How long a proxy trusts a cached key record; revocations arrive sooner by fan-out."""
+    evidence_flush_interval_s: PositiveSeconds = 0.05
+    shutdown_drain_s: PositiveSeconds = 10.0
+    log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+
+    @field_validator("admin_tokens", mode="before")
+    @classmethod
+    def _parse_admin_tokens(cls, raw: object) -> object:
+        if not isinstance(raw, str):
+            return raw
+        tokens: dict[str, str] = {}
+        for item in filter(None, (part.strip() for part in raw.split(","))):
+            name, sep, token = item.partition("=")
+            if not sep or not token:
+                raise ValueError("expected name=token[,name2=token2]")
+            if not _TOKEN_NAME.fullmatch(name):
+                raise ValueError(f"bad token name {name!r}")
+            if name in tokens:
+                raise ValueError(f"token name {name!r} appears twice")
+            tokens[name] = token
+        return tokens
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_driver(cls, url: str) -> str:
+        if not url.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            raise ValueError("must start with sqlite+aiosqlite:// or postgresql+asyncpg://")
+        return url
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return url
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.key_ttl_s > self.key_max_ttl_s:
+            raise ValueError("LEASEGATE_KEY_TTL_S must not exceed LEASEGATE_KEY_MAX_TTL_S")
+        if self.base_cooldown_s > self.max_cooldown_s:
+            raise ValueError("LEASEGATE_BASE_COOLDOWN_S must not exceed LEASEGATE_MAX_COOLDOWN_S")
+        return self
+
+    @property
+    def production(self) -> bool:
+        """Shared stores: separate control-plane and proxy processes are possible."""
+        return self.redis_url is not None

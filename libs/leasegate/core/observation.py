@@ -1,0 +1,51 @@
+"""What the proxy observed when a request ended: the failure classifier's only input.
+
+Built from the upstream's status line, its *error* payload (`type`/`code`), stream events,
+transport exceptions and the gateway's own refusals. Never from a request body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from leasegate.core.records import Outcome, Scope
+
+ObservationKind = Literal[
+    "response",  # the upstream answered and the body or stream ended normally
+    "stream-error",  # an error event inside a 2xx stream (OpenAI `error` object, `event: error`)
+    "truncated",  # a 2xx stream closed with no finish reason / message_stop
+    "timeout",  # headers, first-token, idle or read timeout
+    "connect-error",  # connect, DNS or TLS failure, or a reset before headers
+    "client-abort",  # the caller went away
+    "refused",  # the gateway refused before or instead of calling the upstream
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    kind: ObservationKind
+    status: int | None = None
+    """The upstream's HTTP status, when headers arrived."""
+    error_type: str | None = None
+    """`error.type` from the upstream's error payload or event, if any."""
+    error_code: str | None = None
+    """`error.code` from the upstream's error payload or event, if any (stringified)."""
+    refusal_code: str | None = None
+    """For kind == "refused": the gateway's own code (e.g. `model-cooling`)."""
+    retry_after_s: float | None = None
+    """The upstream's Retry-After, in seconds, when it sent one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    outcome: Outcome
+    scope: Scope | None
+    """model: cools (account, served model); account: feeds the account circuit; None: neither."""
+    qualifying: bool
+    """Whether this terminal row can license a fallback hop."""
+    reason: str | None = None
+    """A short machine string for the evidence row's error_code and a cooldown's reason,
+    e.g. `http-429`, `overloaded_error`, `insufficient_quota`, `connect-error`."""
+    resets_streak: bool = False
+    """A success resets the (account, served model) failure streak."""

@@ -1,0 +1,107 @@
+"""The gateway's durable facts as plain values: keys, mint decisions, evidence rows.
+
+Adapters turn these into rows and back; services and pure code only ever see these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from leasegate.core.errors import PassOver
+
+KeyState = Literal["live", "revoked", "expired"]
+MintKind = Literal["fresh", "retry", "supersede", "renewal"]
+DecisionOutcome = Literal["selected", "refused"]
+Outcome = Literal[
+    "success",
+    "in-stream-error",
+    "upstream-error",
+    "timeout",
+    "connect-error",
+    "client-abort",
+    "refused",
+]
+Scope = Literal["model", "account"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """A virtual key. The secret is never held here, only its hash."""
+
+    key_id: str
+    secret_hash: str
+    mint_decision_id: str
+    tenant: str
+    dispatch_id: str
+    model: str
+    """The requested model the key was minted for (the lineage's effective model)."""
+    served_model: str
+    account_id: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None = None
+    revoke_reason: str | None = None
+
+    def state(self, now: datetime) -> KeyState:
+        if self.revoked_at is not None:
+            return "revoked"
+        if now >= self.expires_at:
+            return "expired"
+        return "live"
+
+
+@dataclass(frozen=True, slots=True)
+class MintDecision:
+    """One mint, refused or not. A refusal records its code and no account."""
+
+    id: str
+    created_at: datetime
+    tenant: str
+    dispatch_id: str
+    model: str
+    """The effective model of the lineage: the requested name."""
+    role: str | None
+    kind: MintKind
+    outcome: DecisionOutcome
+    hop: int
+    fallback_position: int | None
+    """The position selected; for a refusal, the position selection started at."""
+    account_id: str | None = None
+    served_model: str | None = None
+    refusal_code: str | None = None
+    passed_over: tuple[PassOver, ...] = ()
+    key_id: str | None = None
+    cites_decision_id: str | None = None
+    successor_id: str | None = None
+    authorised_by_request_id: str | None = None
+    """For a retry: the evidence row whose qualifying outcome licensed the hop."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRow:
+    """One terminal row per proxied request that presented a key. No prompt text, ever."""
+
+    request_id: str
+    key_id: str | None
+    mint_decision_id: str | None
+    account_id: str | None
+    requested_model: str | None
+    served_model: str | None
+    endpoint: str
+    stream: bool
+    upstream_status: int | None
+    outcome: Outcome
+    refusal_reason: str | None
+    error_code: str | None
+    scope: Scope | None
+    qualifying: bool
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_input_tokens: int | None
+    cache_creation_input_tokens: int | None
+    started_at: datetime
+    first_byte_ms: float | None
+    duration_ms: float
+    malformed_chunks: int = 0
