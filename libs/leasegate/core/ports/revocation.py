@@ -1,0 +1,28 @@
+"""Revocation fan-out: every proxy replica learns at once that a key has ended."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    key_id: str
+    expires_at: float
+    """Epoch seconds; after this the key is refused as expired anyway, so it can be forgotten."""
+
+
+OnRevoked = Callable[[Sequence[Revocation]], None]
+OnReset = Callable[[], None]
+"""Called when the subscription (re)connects: messages may have been missed, drop caches."""
+
+
+class RevocationBus(Protocol):
+    async def publish(self, revocations: Sequence[Revocation]) -> None: ...
+
+    async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
+        """Start delivering; returns once the subscription is live."""
+
+    async def aclose(self) -> None: ...

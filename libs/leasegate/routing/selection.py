@@ -1,0 +1,127 @@
+"""Selection: walk a model's candidates from a start position and take the first one that no
+live filter rules out, recording the code of the first filter that ruled out each one passed.
+
+Filters, cheapest and most permanent first (SPEC §3); the first that applies is the code:
+
+    1 not-configured  2 administratively-disabled  3 administratively-draining
+    4 circuit-open  5 model-cooling  6 lease-capacity-exhausted
+
+The candidate list is the static part (a pure function of model and registry); `Facts` is the
+live part, read once per mint by the service. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from leasegate.accounts import Candidate
+from leasegate.core.errors import PassOver
+
+AdminState = Literal["enabled", "disabled", "draining"]
+
+TRANSIENT_CODES = frozenset({"circuit-open", "model-cooling", "lease-capacity-exhausted"})
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """The live facts selection filters on, as of one instant (`now`, epoch seconds)."""
+
+    now: float
+    admin_states: Mapping[str, AdminState] = field(default_factory=dict)
+    """Missing accounts are enabled."""
+    circuits: Mapping[str, float] = field(default_factory=dict)
+    """account id -> when its open circuit closes."""
+    cooling: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    """(account id, served model) -> when its cooldown ends."""
+    leases_held: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    candidate: Candidate
+    passed_over: tuple[PassOver, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoneEligible:
+    passed_over: tuple[PassOver, ...]
+    cooldown_scope: Literal["model", "account", "mixed"] | None
+    retry_after_s: float | None
+    """Soonest end of a transient pass-over; None when nothing passed over is transient."""
+
+
+def filter_code(candidate: Candidate, facts: Facts, *, renewal: bool = False) -> str | None:
+    """The first filter that rules `candidate` out, or None. A renewal stops at filter 4."""
+    account = candidate.account
+    if not account.configured:
+        return "not-configured"
+    state = facts.admin_states.get(account.id, "enabled")
+    if state == "disabled":
+        return "administratively-disabled"
+    if state == "draining":
+        return "administratively-draining"
+    if facts.circuits.get(account.id, 0.0) > facts.now:
+        return "circuit-open"
+    if renewal:
+        return None
+    if facts.cooling.get((account.id, candidate.served_model), 0.0) > facts.now:
+        return "model-cooling"
+    capacity = account.lease_capacity
+    if capacity is not None and facts.leases_held.get(account.id, 0) >= capacity:
+        return "lease-capacity-exhausted"
+    return None
+
+
+def select(
+    candidates: Sequence[Candidate],
+    facts: Facts,
+    start: int = 0,
+    passed_over: tuple[PassOver, ...] = (),
+) -> Selected | NoneEligible:
+    """First eligible candidate at or after `start`; `passed_over` carries earlier skips."""
+    skipped = list(passed_over)
+    for candidate in candidates[start:]:
+        code = filter_code(candidate, facts)
+        if code is None:
+            return Selected(candidate, tuple(skipped))
+        skipped.append(PassOver(candidate.account.id, code))
+    return none_eligible(candidates, facts, tuple(skipped))
+
+
+def none_eligible(
+    candidates: Sequence[Candidate], facts: Facts, passed_over: tuple[PassOver, ...]
+) -> NoneEligible:
+    return NoneEligible(
+        passed_over,
+        cooldown_scope(passed_over),
+        _soonest_retry(candidates, facts, passed_over),
+    )
+
+
+def cooldown_scope(passed_over: Sequence[PassOver]) -> Literal["model", "account", "mixed"] | None:
+    """`model` when every pass-over was model-cooling, `account` when none was, else `mixed`."""
+    if not passed_over:
+        return None
+    cooling = sum(1 for p in passed_over if p.code == "model-cooling")
+    if cooling == len(passed_over):
+        return "model"
+    return "account" if cooling == 0 else "mixed"
+
+
+def _soonest_retry(
+    candidates: Sequence[Candidate], facts: Facts, passed_over: Sequence[PassOver]
+) -> float | None:
+    served = {c.account.id: c.served_model for c in candidates}
+    ends: list[float] = []
+    for skip in passed_over:
+        if skip.code == "circuit-open":
+            ends.append(facts.circuits[skip.account_id])
+        elif skip.code == "model-cooling":
+            ends.append(facts.cooling[(skip.account_id, served[skip.account_id])])
+    if ends:
+        return max(0.0, min(ends) - facts.now)
+    if any(p.code == "lease-capacity-exhausted" for p in passed_over):
+        return 1.0  # a lease frees when any key of the account ends: worth a short wait
+    return None

@@ -1,0 +1,71 @@
+"""One place that turns every refusal into the error envelope, for both services."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from leasegate.core.errors import GatewayError
+
+log = logging.getLogger("leasegate.web")
+
+_HTTP_CODES = {404: "not-found", 405: "method-not-allowed", 413: "payload-too-large"}
+
+
+def error_response(error: GatewayError, headers: dict[str, str] | None = None) -> JSONResponse:
+    merged = dict(headers or {})
+    if error.retry_after_s is not None:
+        merged["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+    return JSONResponse(error.envelope(), status_code=error.status, headers=merged)
+
+
+def describe_validation(exc: RequestValidationError) -> str:
+    """A short account of the first problem, naming the field but never echoing its value."""
+    errors = exc.errors()
+    if not errors:
+        return "the request is not valid"
+    first = errors[0]
+    location = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    kind = str(first.get("type", ""))
+    if kind == "json_invalid":
+        return "the body is not valid JSON"
+    if kind == "extra_forbidden":
+        return f"unknown field {location!r}"
+    if kind == "missing":
+        return f"missing field {location!r}"
+    message = str(first.get("msg", "invalid value"))
+    return f"{location}: {message}" if location else message
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_gateway_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, GatewayError)  # noqa: S101 - registered for this type only
+        return error_response(exc)
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)  # noqa: S101 - registered for this type
+        return error_response(GatewayError("invalid-request", describe_validation(exc)))
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)  # noqa: S101 - registered for this type
+        code = _HTTP_CODES.get(exc.status_code, "invalid-request")
+        detail = exc.detail if isinstance(exc.detail, str) else "request refused"
+        return error_response(GatewayError(code, detail, status=exc.status_code))
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "unhandled error",
+            extra={"path": request.url.path, "error": type(exc).__name__},
+            exc_info=exc,
+        )
+        return error_response(GatewayError("internal", "internal error"))
+
+    app.add_exception_handler(GatewayError, on_gateway_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

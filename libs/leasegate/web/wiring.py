@@ -1,0 +1,88 @@
+"""Build the stores a process needs from its configuration: in-process twins in embedded
+mode, Redis-backed ones in production mode, and the database either way."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from leasegate.config import Config
+from leasegate.core.ports.capacity import RequestSlots
+from leasegate.core.ports.health import HealthPolicy, HealthStore
+from leasegate.core.ports.revocation import RevocationBus
+from leasegate.db.engine import Database
+from leasegate.db.store import Store
+from leasegate.kv.health_memory import InProcessHealthStore
+from leasegate.kv.health_redis import RedisHealthStore
+from leasegate.kv.revocations_memory import InProcessRevocationBus
+from leasegate.kv.revocations_redis import RedisRevocationBus
+from leasegate.kv.slots_memory import InProcessRequestSlots
+from leasegate.kv.slots_redis import RedisRequestSlots
+
+
+@dataclass
+class Stores:
+    database: Database
+    store: Store
+    health: HealthStore
+    slots: RequestSlots
+    revocations: RevocationBus
+    redis: aioredis.Redis | None
+
+    async def ping_database(self) -> None:
+        await self.database.ping()
+
+    async def ping_redis(self) -> None:
+        if self.redis is not None:
+            try:
+                await self.redis.ping()
+            except RedisError as exc:
+                raise ConnectionError(str(type(exc).__name__)) from None
+
+    async def aclose(self) -> None:
+        await self.revocations.aclose()
+        await self.health.aclose()
+        await self.slots.aclose()
+        if self.redis is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await self.redis.aclose()
+        await self.database.dispose()
+
+
+def health_policy(config: Config) -> HealthPolicy:
+    s = config.settings
+    return HealthPolicy(
+        failure_threshold=s.failure_threshold,
+        account_failure_threshold=s.account_failure_threshold,
+        base_cooldown_s=s.base_cooldown_s,
+        max_cooldown_s=s.max_cooldown_s,
+    )
+
+
+def open_stores(config: Config) -> Stores:
+    """Construct (without connecting: the first use connects) every store for this config."""
+    settings = config.settings
+    database = Database.connect(settings.database_url)
+    policy = health_policy(config)
+    if settings.redis_url is None:
+        return Stores(
+            database=database,
+            store=Store(database),
+            health=InProcessHealthStore(policy),
+            slots=InProcessRequestSlots(settings.request_slot_lease_s),
+            revocations=InProcessRevocationBus(),
+            redis=None,
+        )
+    client = aioredis.from_url(settings.redis_url)
+    prefix = settings.redis_prefix
+    return Stores(
+        database=database,
+        store=Store(database),
+        health=RedisHealthStore(client, prefix, policy),
+        slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
+        revocations=RedisRevocationBus(client, prefix),
+        redis=client,
+    )

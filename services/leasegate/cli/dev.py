@@ -1,0 +1,55 @@
+"""Embedded mode: both APIs in one process on one port, sharing one set of stores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from leasegate.config import Config
+from leasegate.control_plane.app import build_control_runtime
+from leasegate.control_plane.routes import control_router
+from leasegate.core.clock import Clock, SystemClock
+from leasegate.db.migrate import upgrade
+from leasegate.proxy.app import build_proxy_runtime, proxy_routes, start_proxy, stop_proxy
+from leasegate.web.body_limit import BodyLimitMiddleware
+from leasegate.web.errors import install_error_handlers
+from leasegate.web.ops import ops_router
+from leasegate.web.wiring import open_stores
+
+
+def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool = True) -> FastAPI:
+    the_clock = clock or SystemClock()
+    stores = open_stores(config)
+    metrics_registry = CollectorRegistry()
+    control = build_control_runtime(config, stores, the_clock)
+    proxy = build_proxy_runtime(config, stores, metrics_registry, the_clock)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if migrate:
+            await asyncio.to_thread(upgrade, config.settings.database_url)
+        await start_proxy(proxy, stores)
+        try:
+            yield
+        finally:
+            await stop_proxy(proxy)
+            await stores.aclose()
+
+    app = FastAPI(title="Leasegate (embedded)", lifespan=lifespan)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.include_router(control_router(control))
+    app.router.routes.extend(proxy_routes(proxy))
+    app.include_router(
+        ops_router(
+            {"database": stores.ping_database, "redis": stores.ping_redis}, metrics_registry
+        )
+    )
+    app.state.control = control
+    app.state.proxy = proxy
+    app.state.stores = stores
+    return app

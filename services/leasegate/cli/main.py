@@ -1,0 +1,93 @@
+"""`leasegate`: dev | control-plane | proxy | migrate.
+
+Every command validates the whole configuration first and exits 2 with one line when it is
+wrong; servers log JSON lines to stderr and drain on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+from pydantic import SecretStr
+
+from leasegate.cli.dev import create_dev_app
+from leasegate.config import Config, ConfigError, load_config
+from leasegate.control_plane.app import create_control_plane_app
+from leasegate.db.migrate import upgrade
+from leasegate.proxy.app import create_proxy_app
+from leasegate.web.logs import configure_logging
+
+_DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        config = load_config()
+        return _run(args, config)
+    except ConfigError as exc:
+        sys.stderr.write(f"leasegate: configuration error: {exc}\n")
+        return 2
+
+
+def _run(args: argparse.Namespace, config: Config) -> int:
+    configure_logging(config.settings.log_level)
+    if args.command == "migrate":
+        upgrade(config.settings.database_url)
+        return 0
+    if args.command == "dev":
+        if config.settings.control_token is None:
+            token = secrets.token_urlsafe(24)
+            config = load_config(control_token=SecretStr(token))
+            sys.stderr.write(f"leasegate dev: generated control token: {token}\n")
+        app = create_dev_app(config)
+    elif args.command == "control-plane":
+        _require_production(config, needs_control_token=True)
+        app = create_control_plane_app(config)
+    else:
+        _require_production(config, needs_control_token=False)
+        app = create_proxy_app(config)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port if args.port is not None else _DEFAULT_PORTS[args.command],
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=int(config.settings.shutdown_drain_s),
+        lifespan="on",
+    )
+    return 0
+
+
+def _require_production(config: Config, *, needs_control_token: bool) -> None:
+    if config.settings.redis_url is None:
+        raise ConfigError(
+            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
+            "(use `leasegate dev` for the single-process embedded mode)"
+        )
+    if needs_control_token and config.settings.control_token is None:
+        raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="leasegate", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, summary in (
+        ("dev", "both APIs on one port, embedded stores, migrates itself"),
+        ("control-plane", "the control plane (production mode)"),
+        ("proxy", "the data-plane proxy (production mode)"),
+    ):
+        command = commands.add_parser(name, help=summary)
+        command.add_argument("--host", default="127.0.0.1")
+        command.add_argument("--port", type=int, default=None)
+    commands.add_parser("migrate", help="alembic upgrade head on LEASEGATE_DATABASE_URL")
+    return parser
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""The accounts view: registry order, configuration, health, and both capacity counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leasegate.accounts import Account
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.core.clock import from_epoch, iso
+from leasegate.core.ports.health import HealthSnapshot
+
+
+async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dict[str, Any]:
+    accounts = [a for a in runtime.registry.accounts if only is None or a.id == only]
+    now = runtime.clock.now()
+    epoch = now.timestamp()
+    ids = [a.id for a in accounts]
+    pairs = [(a.id, served) for a in accounts for served in dict.fromkeys(a.models.values())]
+    snapshot = await runtime.stores.health.snapshot(pairs, epoch)
+    leases = await runtime.stores.store.live_lease_counts(ids, now)
+    in_flight = await runtime.stores.slots.in_flight(ids, epoch)
+    admin = await runtime.admin_states()
+    return {
+        "accounts": [
+            _account(a, snapshot, admin.get(a.id, "enabled"), leases.get(a.id, 0), in_flight.get(a.id, 0))
+            for a in accounts
+        ],
+        "revision": 0,
+        "chain": "absent",
+    }
+
+
+def _account(
+    account: Account, snapshot: HealthSnapshot, admin_state: str, leases: int, in_flight: int
+) -> dict[str, Any]:
+    cooling = [
+        {
+            "model": served,
+            "until": iso(from_epoch(c.until)),
+            "reason": c.reason,
+            "trips": c.trips,
+        }
+        for served in dict.fromkeys(account.models.values())
+        if (c := snapshot.cooling_for(account.id, served)) is not None
+    ]
+    circuit = snapshot.circuit(account.id)
+    health = "circuit-open" if circuit else "cooling" if cooling else "healthy"
+    return {
+        "id": account.id,
+        "provider": account.provider,
+        "configured": account.configured,
+        "admin_state": admin_state,
+        "health": health,
+        "cooling_models": cooling,
+        "circuit": {
+            "open": circuit is not None,
+            "until": iso(from_epoch(circuit.until)) if circuit else None,
+            "reason": circuit.reason if circuit else None,
+        },
+        "leases_held": leases,
+        "lease_capacity": account.lease_capacity,
+        "requests_in_flight": in_flight,
+        "request_capacity": account.request_capacity,
+    }

@@ -1,0 +1,55 @@
+"""The control plane as an app: its runtime, its routes, and its lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from leasegate.config import Config
+from leasegate.control_plane.routes import control_router
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.core.clock import Clock, SystemClock
+from leasegate.web.auth import TokenAuthority
+from leasegate.web.body_limit import BodyLimitMiddleware
+from leasegate.web.errors import install_error_handlers
+from leasegate.web.ops import ops_router
+from leasegate.web.wiring import Stores, open_stores
+
+
+def build_control_runtime(config: Config, stores: Stores, clock: Clock) -> ControlRuntime:
+    settings = config.settings
+    return ControlRuntime(
+        settings=settings,
+        registry=config.registry,
+        clock=clock,
+        stores=stores,
+        auth=TokenAuthority(settings.control_token, settings.admin_tokens),
+    )
+
+
+def create_control_plane_app(config: Config, clock: Clock | None = None) -> FastAPI:
+    """The control plane as its own process (production mode)."""
+    stores = open_stores(config)
+    runtime = build_control_runtime(config, stores, clock or SystemClock())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await stores.aclose()
+
+    app = FastAPI(title="Leasegate control plane", lifespan=lifespan)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.include_router(control_router(runtime))
+    app.include_router(
+        ops_router(
+            {"database": stores.ping_database, "redis": stores.ping_redis}, CollectorRegistry()
+        )
+    )
+    app.state.runtime = runtime
+    return app

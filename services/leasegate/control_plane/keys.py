@@ -1,0 +1,91 @@
+"""Ending and renewing keys. Every path that ends a key goes through the store's single
+`revoke` seam (an UPDATE that succeeds once), then fans the revocation out to every proxy."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from leasegate.control_plane.mint import key_ttl
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.views import key_view, mint_view
+from leasegate.core.clock import new_id
+from leasegate.core.errors import GatewayError
+from leasegate.core.ports.storage import KeyNotLive
+from leasegate.core.records import KeyRecord, MintDecision
+from leasegate.keys import hash_secret, new_key
+from leasegate.routing.selection import filter_code
+
+
+async def revoke(runtime: ControlRuntime, key_id: str) -> None:
+    now = runtime.clock.now()
+    record, _ended_now = await runtime.stores.store.revoke_key(key_id, "revoked", now)
+    if record is None:
+        raise GatewayError("key-not-found", f"no key {key_id!r}")
+    # Announce even when an earlier call ended it: a replay heals a lost fan-out message.
+    await runtime.announce_revoked([record])
+
+
+async def read(runtime: ControlRuntime, key_id: str) -> dict[str, Any]:
+    record = await runtime.stores.store.get_key(key_id)
+    if record is None:
+        raise GatewayError("key-not-found", f"no key {key_id!r}")
+    return key_view(record, runtime.clock.now())
+
+
+async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict[str, Any]:
+    store = runtime.stores.store
+    old = await store.get_key(key_id)
+    if old is None:
+        raise GatewayError("key-not-found", f"no key {key_id!r}")
+    now = runtime.clock.now()
+    if old.state(now) != "live":
+        raise GatewayError("key-not-live", "the key is revoked or expired: mint again instead")
+    previous = await store.get_decision(old.mint_decision_id)
+    candidate = next(
+        (c for c in runtime.registry.candidates(old.model) if c.account.id == old.account_id),
+        None,
+    )
+    if previous is None or candidate is None:
+        raise GatewayError("not-configured", "the key's account no longer serves its model", status=409)
+    code = filter_code(candidate, await runtime.facts([candidate]), renewal=True)
+    if code is not None:
+        raise GatewayError(code, f"account {old.account_id} is not eligible: {code}", status=409)
+    token, parsed = new_key()
+    ttl = key_ttl(runtime, ttl_s)
+    decision = MintDecision(
+        id=new_id("md"),
+        created_at=now,
+        tenant=old.tenant,
+        dispatch_id=old.dispatch_id,
+        model=old.model,
+        role=previous.role,
+        kind="renewal",
+        outcome="selected",
+        hop=previous.hop,
+        fallback_position=previous.fallback_position,
+        account_id=old.account_id,
+        served_model=old.served_model,
+        key_id=parsed.key_id,
+    )
+    new = KeyRecord(
+        key_id=parsed.key_id,
+        secret_hash=hash_secret(parsed.secret),
+        mint_decision_id=decision.id,
+        tenant=old.tenant,
+        dispatch_id=old.dispatch_id,
+        model=old.model,
+        served_model=old.served_model,
+        account_id=old.account_id,
+        created_at=now,
+        expires_at=now + timedelta(seconds=ttl),
+    )
+    try:
+        await store.renew_key(
+            key_id, decision, new, now, lease_capacity=candidate.account.lease_capacity
+        )
+    except KeyNotLive:
+        raise GatewayError("key-not-live", "the key ended while renewing: mint again") from None
+    ended = await store.get_key(key_id)
+    await runtime.announce_revoked([ended or old])
+    return mint_view(decision, token, new)

@@ -1,0 +1,88 @@
+"""The `/control/v2` HTTP surface: parse, authenticate, delegate, render. Nothing else."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from leasegate.control_plane import keys
+from leasegate.control_plane.accounts import accounts_view
+from leasegate.control_plane.mint import mint
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.schemas import MintBody, RenewBody
+from leasegate.control_plane.views import decision_view, evidence_view
+from leasegate.core.errors import GatewayError
+from leasegate.web.auth import Caller
+
+_ID_PATH = r"^[A-Za-z0-9_.:-]{1,100}$"
+
+
+def control_router(runtime: ControlRuntime) -> APIRouter:
+    def caller(authorization: Annotated[str | None, Header()] = None) -> Caller:
+        return runtime.auth.authenticate(authorization)
+
+    router = APIRouter(prefix="/control/v2", dependencies=[Depends(caller)])
+
+    @router.post("/keys", status_code=201)
+    async def mint_key(body: MintBody) -> dict[str, Any]:
+        return await mint(runtime, body)
+
+    @router.delete("/keys/{key_id}", status_code=204)
+    async def revoke_key(key_id: str) -> Response:
+        await keys.revoke(runtime, key_id)
+        return Response(status_code=204)
+
+    @router.post("/keys/{key_id}/renew", status_code=201)
+    async def renew_key(key_id: str, request: Request) -> dict[str, Any]:
+        raw = await request.body()
+        try:
+            body = RenewBody.model_validate_json(raw) if raw.strip() else RenewBody()
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors()) from None
+        return await keys.renew(runtime, key_id, body.ttl_s)
+
+    @router.get("/keys/{key_id}")
+    async def read_key(key_id: str) -> dict[str, Any]:
+        return await keys.read(runtime, key_id)
+
+    @router.get("/decisions/{decision_id}")
+    async def read_decision(decision_id: str) -> dict[str, Any]:
+        store = runtime.stores.store
+        decision = await store.get_decision(decision_id)
+        if decision is None:
+            raise GatewayError("decision-not-found", f"no decision {decision_id!r}")
+        evidence = await store.evidence_for_decisions([decision_id])
+        return decision_view(decision, evidence.get(decision_id, []))
+
+    @router.get("/evidence")
+    async def list_evidence(
+        decision_id: Annotated[str | None, Query(pattern=_ID_PATH)] = None,
+        account_id: Annotated[str | None, Query(pattern=_ID_PATH)] = None,
+        since: datetime | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        if since is not None and since.tzinfo is None:
+            raise GatewayError("invalid-request", "since must carry a timezone (e.g. ...Z)")
+        rows = await runtime.stores.store.query_evidence(
+            decision_id=decision_id, account_id=account_id, since=since, limit=limit
+        )
+        return {"evidence": [evidence_view(row) for row in rows]}
+
+    @router.get("/accounts")
+    async def list_accounts() -> dict[str, Any]:
+        return await accounts_view(runtime)
+
+    @router.get("/accounts/{account_id}")
+    async def read_account(account_id: str) -> JSONResponse:
+        view = await accounts_view(runtime, only=account_id)
+        if not view["accounts"]:
+            raise GatewayError("account-not-found", f"no account {account_id!r}")
+        account = view["accounts"][0]
+        return JSONResponse({**account, "revision": view["revision"], "chain": view["chain"]})
+
+    return router

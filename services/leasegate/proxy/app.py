@@ -1,0 +1,124 @@
+"""The data-plane proxy: routes, and the process-level start and stop of its parts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from leasegate.config import Config
+from leasegate.core.clock import Clock, SystemClock
+from leasegate.core.errors import GatewayError
+from leasegate.keys import parse_key
+from leasegate.kv.slot_keeper import SlotKeeper
+from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
+from leasegate.proxy.evidence import EvidenceSink
+from leasegate.proxy.forward import forward
+from leasegate.proxy.keys import KeyResolver, presented_key
+from leasegate.proxy.metrics import ProxyMetrics
+from leasegate.proxy.relay import refusal_response
+from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.upstream.clients import UpstreamClients
+from leasegate.web.body_limit import BodyLimitMiddleware
+from leasegate.web.errors import install_error_handlers
+from leasegate.web.ops import ops_router
+from leasegate.web.wiring import Stores, open_stores
+
+
+def build_proxy_runtime(
+    config: Config, stores: Stores, metrics_registry: CollectorRegistry, clock: Clock
+) -> ProxyRuntime:
+    settings = config.settings
+    return ProxyRuntime(
+        settings=settings,
+        registry=config.registry,
+        clock=clock,
+        resolver=KeyResolver(stores.store, clock, settings.key_cache_ttl_s),
+        clients=UpstreamClients(config.registry, config.credentials, settings),
+        health=stores.health,
+        slots=SlotKeeper(stores.slots, clock, settings.request_slot_lease_s / 3),
+        evidence=EvidenceSink(stores.store, flush_interval_s=settings.evidence_flush_interval_s),
+        metrics=ProxyMetrics(metrics_registry),
+    )
+
+
+async def start_proxy(runtime: ProxyRuntime, stores: Stores) -> None:
+    await stores.revocations.subscribe(runtime.resolver.on_revoked, runtime.resolver.on_reset)
+    runtime.evidence.start()
+    runtime.slots.start()
+
+
+async def stop_proxy(runtime: ProxyRuntime) -> None:
+    await runtime.slots.stop()
+    await runtime.evidence.stop(runtime.settings.shutdown_drain_s)
+    await runtime.clients.aclose()
+
+
+def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
+    def endpoint_handler(endpoint: Endpoint):  # type: ignore[no-untyped-def]
+        async def handle(request: Request) -> Response:
+            return await forward(runtime, endpoint, request)
+
+        return handle
+
+    async def list_models(request: Request) -> Response:
+        token = presented_key(
+            request.headers.get("authorization"), request.headers.get("x-api-key")
+        )
+        parsed = parse_key(token) if token else None
+        try:
+            if parsed is None:
+                raise GatewayError("key-invalid", "the key is not valid")
+            key = await runtime.resolver.resolve(parsed)
+        except GatewayError as refusal:
+            return refusal_response(refusal, "none")
+        account = runtime.registry.account(key.account_id)
+        owner = account.provider if account else "unknown"
+        names = dict.fromkeys((key.model, key.served_model))
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [{"id": n, "object": "model", "owned_by": owner} for n in names],
+            }
+        )
+
+    routes = [
+        Route(e.path, endpoint_handler(e), methods=["POST"]) for e in ENDPOINTS
+    ]
+    routes.append(Route("/v1/models", list_models, methods=["GET"]))
+    return routes
+
+
+def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
+    """The proxy as its own process (production mode)."""
+    the_clock = clock or SystemClock()
+    stores = open_stores(config)
+    metrics_registry = CollectorRegistry()
+    runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await start_proxy(runtime, stores)
+        try:
+            yield
+        finally:
+            await stop_proxy(runtime)
+            await stores.aclose()
+
+    app = FastAPI(title="Leasegate proxy", lifespan=lifespan, openapi_url=None)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.router.routes.extend(proxy_routes(runtime))
+    app.include_router(
+        ops_router(
+            {"database": stores.ping_database, "redis": stores.ping_redis}, metrics_registry
+        )
+    )
+    app.state.runtime = runtime
+    app.state.stores = stores
+    return app

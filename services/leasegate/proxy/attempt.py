@@ -1,0 +1,60 @@
+"""One proxied request's facts, gathered as it runs and turned into its one evidence row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from leasegate.core.observation import Classification, Observation
+from leasegate.core.records import EvidenceRow, KeyRecord
+from leasegate.upstream.sse import Usage
+
+
+@dataclass(slots=True)
+class Attempt:
+    request_id: str
+    endpoint: str
+    started_at: datetime
+    started_mono: float
+    key_id: str | None = None
+    key: KeyRecord | None = None
+    requested_model: str | None = None
+    stream: bool = False
+    upstream_status: int | None = None
+    first_byte_mono: float | None = None
+    usage: Usage = field(default_factory=Usage)
+    malformed_chunks: int = 0
+    slot_account: str | None = None
+    """Set while this attempt holds a request slot on that account."""
+
+    def evidence(
+        self, observation: Observation, classification: Classification, ended_mono: float
+    ) -> EvidenceRow:
+        key = self.key
+        first_byte_ms = None
+        if self.first_byte_mono is not None:
+            first_byte_ms = round((self.first_byte_mono - self.started_mono) * 1000, 3)
+        return EvidenceRow(
+            request_id=self.request_id,
+            key_id=self.key_id,
+            mint_decision_id=key.mint_decision_id if key else None,
+            account_id=key.account_id if key else None,
+            requested_model=self.requested_model,
+            served_model=key.served_model if key else None,
+            endpoint=self.endpoint,
+            stream=self.stream,
+            upstream_status=self.upstream_status,
+            outcome=classification.outcome,
+            refusal_reason=observation.refusal_code,
+            error_code=classification.reason if classification.outcome != "success" else None,
+            scope=classification.scope,
+            qualifying=classification.qualifying,
+            input_tokens=self.usage.input_tokens,
+            output_tokens=self.usage.output_tokens,
+            cache_read_input_tokens=self.usage.cache_read_input_tokens,
+            cache_creation_input_tokens=self.usage.cache_creation_input_tokens,
+            started_at=self.started_at,
+            first_byte_ms=first_byte_ms,
+            duration_ms=round((ended_mono - self.started_mono) * 1000, 3),
+            malformed_chunks=self.malformed_chunks,
+        )

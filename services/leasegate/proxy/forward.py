@@ -1,0 +1,137 @@
+"""A proxied request from arrival to the moment the upstream's headers are in hand.
+
+Order of checks (each refusal is recorded as evidence with its code):
+key -> account -> endpoint -> body -> model -> health -> request slot -> upstream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leasegate.accounts import Account
+from leasegate.core.clock import new_id
+from leasegate.core.errors import GatewayError
+from leasegate.core.observation import Observation
+from leasegate.core.records import KeyRecord
+from leasegate.keys import parse_key
+from leasegate.proxy.attempt import Attempt
+from leasegate.proxy.endpoints import Endpoint
+from leasegate.proxy.keys import presented_key
+from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
+from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.upstream.failures import observe_send_error
+
+
+async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -> Response:
+    clock = runtime.clock
+    attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
+    token = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
+    if token is None:
+        error = GatewayError("key-invalid", "no key: send it as Authorization: Bearer or x-api-key")
+        return refusal_response(error, attempt.request_id)
+    try:
+        key, account = await _admit_key(runtime, endpoint, attempt, token)
+        payload = await _rewrite_body(runtime, request, attempt, key)
+        await _check_health(runtime, key)
+        await _take_slot(runtime, attempt, account)
+    except GatewayError as refusal:
+        await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
+        return refusal_response(refusal, attempt.request_id, attempt.key)
+    upstream_request = runtime.clients.build_request(account, endpoint.path, payload, request.headers)
+    try:
+        upstream = await runtime.clients.send(account.id, upstream_request)
+    except httpx.HTTPError as exc:
+        refusal, observation = observe_send_error(exc)
+        await runtime.finish(attempt, observation)
+        return refusal_response(refusal, attempt.request_id, key)
+    except BaseException:
+        # Cancelled while waiting for headers (client gone, or shutdown): still one row,
+        # and the slot goes back.
+        await runtime.finish(attempt, Observation("client-abort"))
+        raise
+    attempt.upstream_status = upstream.status_code
+    attempt.first_byte_mono = clock.monotonic()
+    is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
+    if attempt.stream and is_sse and upstream.is_success:
+        return StreamRelay(runtime, attempt, endpoint, account, upstream)
+    return BufferedRelay(runtime, attempt, endpoint, upstream)
+
+
+async def _admit_key(
+    runtime: ProxyRuntime, endpoint: Endpoint, attempt: Attempt, token: str
+) -> tuple[KeyRecord, Account]:
+    parsed = parse_key(token)
+    if parsed is None:
+        raise GatewayError("key-invalid", "the key is not valid")
+    attempt.key_id = parsed.key_id
+    key = await runtime.resolver.resolve(parsed)
+    attempt.key = key
+    account = runtime.registry.account(key.account_id)
+    if account is None or not account.configured:
+        raise GatewayError("account-disabled", "the key's account is not available")
+    if not endpoint.served_by(account):
+        raise GatewayError(
+            "endpoint-not-served", f"{endpoint.path} is not served by the key's account"
+        )
+    return key, account
+
+
+async def _rewrite_body(
+    runtime: ProxyRuntime, request: Request, attempt: Attempt, key: KeyRecord
+) -> bytes:
+    content_type = request.headers.get("content-type", "application/json")
+    if "json" not in content_type:
+        raise GatewayError("unsupported-media-type", "the body must be application/json")
+    raw = await request.body()
+    try:
+        body: Any = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise GatewayError("invalid-request", "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise GatewayError("invalid-request", "the body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise GatewayError("invalid-request", "the body needs a string 'model'")
+    attempt.requested_model = model
+    if model not in (key.model, key.served_model):
+        raise GatewayError("model-not-permitted", f"this key may call {key.model!r} only")
+    attempt.stream = body.get("stream") is True
+    body["model"] = key.served_model
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:
+    now = runtime.clock.now().timestamp()
+    snapshot = await runtime.health.snapshot([(key.account_id, key.served_model)], now)
+    circuit = snapshot.circuit(key.account_id)
+    if circuit is not None:
+        raise GatewayError(
+            "circuit-open",
+            f"account {key.account_id} is resting after account-wide failures",
+            retry_after_s=max(0.0, circuit.until - now),
+        )
+    cooling = snapshot.cooling_for(key.account_id, key.served_model)
+    if cooling is not None:
+        raise GatewayError(
+            "model-cooling",
+            f"{key.account_id}/{key.served_model} is cooling down",
+            retry_after_s=max(0.0, cooling.until - now),
+        )
+
+
+async def _take_slot(runtime: ProxyRuntime, attempt: Attempt, account: Account) -> None:
+    capacity = account.request_capacity
+    if capacity is None:
+        return  # no ceiling: nothing is counted on the hot path
+    if not await runtime.slots.acquire(account.id, attempt.request_id, capacity):
+        raise GatewayError(
+            "account-request-capacity-exhausted",
+            f"account {account.id} is at its request ceiling; the gateway does not queue",
+            retry_after_s=1.0,
+        )
+    attempt.slot_account = account.id

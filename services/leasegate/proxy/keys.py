@@ -1,0 +1,81 @@
+"""Key resolution on the hot path: a process-local cache in front of the keys table.
+
+A cached record saves the database round trip; revocations arrive by fan-out and land in a
+deny list kept until the key would have expired anyway, so a revoked key is refused by every
+replica at once. The deny list is checked after a database read as well, which closes the race
+where a revocation lands while the read is in flight. When the fan-out reconnects (messages may
+have been lost) the cache is dropped and the database answers until it warms again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from leasegate.core.clock import Clock
+from leasegate.core.errors import GatewayError
+from leasegate.core.ports.revocation import Revocation
+from leasegate.core.ports.storage import KeyReader
+from leasegate.core.records import KeyRecord
+from leasegate.keys import ParsedKey, parse_key, secret_matches
+
+_MAX_ENTRIES = 100_000
+
+
+class KeyResolver:
+    def __init__(self, reader: KeyReader, clock: Clock, ttl_s: float) -> None:
+        self._reader = reader
+        self._clock = clock
+        self._ttl_s = ttl_s
+        self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
+        self._revoked: dict[str, float] = {}
+
+    async def resolve(self, parsed: ParsedKey) -> KeyRecord:
+        """The live key for a presented token, or the refusal (`key-*`) that applies."""
+        record = await self._lookup(parsed.key_id)
+        if record is None or not secret_matches(parsed.secret, record.secret_hash):
+            raise GatewayError("key-invalid", "the key is not valid")
+        if record.revoked_at is not None or parsed.key_id in self._revoked:
+            raise GatewayError("key-revoked", "the key has been revoked")
+        if self._clock.now() >= record.expires_at:
+            raise GatewayError("key-expired", "the key has expired")
+        return record
+
+    async def _lookup(self, key_id: str) -> KeyRecord | None:
+        now = self._clock.monotonic()
+        hit = self._cache.get(key_id)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        record = await self._reader.get_key(key_id)
+        if record is not None and record.revoked_at is None and key_id not in self._revoked:
+            self._cache[key_id] = (record, now + self._ttl_s)
+            self._cache.move_to_end(key_id)
+            if len(self._cache) > _MAX_ENTRIES:
+                self._cache.popitem(last=False)
+        return record
+
+    def on_revoked(self, revocations: Sequence[Revocation]) -> None:
+        wall = self._clock.now().timestamp()
+        for revocation in revocations:
+            self._cache.pop(revocation.key_id, None)
+            if revocation.expires_at > wall:
+                self._revoked[revocation.key_id] = revocation.expires_at
+        if len(self._revoked) > _MAX_ENTRIES:
+            self._revoked = {k: t for k, t in self._revoked.items() if t > wall}
+
+    def on_reset(self) -> None:
+        self._cache.clear()
+
+
+def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
+    """The token from `Authorization: Bearer` or `x-api-key`, whichever the caller used."""
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    if x_api_key and x_api_key.strip():
+        return x_api_key.strip()
+    return None
+
+
+__all__ = ["KeyResolver", "parse_key", "presented_key"]

@@ -1,0 +1,62 @@
+"""Everything a proxy request needs, built once per process, and how a request ends."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from leasegate.accounts import Registry
+from leasegate.config import Settings
+from leasegate.core.clock import Clock
+from leasegate.core.observation import Observation
+from leasegate.core.ports.health import HealthStore, HealthTransition
+from leasegate.kv.slot_keeper import SlotKeeper
+from leasegate.proxy.attempt import Attempt
+from leasegate.proxy.evidence import EvidenceSink
+from leasegate.proxy.keys import KeyResolver
+from leasegate.proxy.metrics import ProxyMetrics
+from leasegate.routing.classify import classify
+from leasegate.upstream.clients import UpstreamClients
+from leasegate.web.health_events import log_transitions
+
+log = logging.getLogger("leasegate.proxy")
+
+
+@dataclass
+class ProxyRuntime:
+    settings: Settings
+    registry: Registry
+    clock: Clock
+    resolver: KeyResolver
+    clients: UpstreamClients
+    health: HealthStore
+    slots: SlotKeeper
+    evidence: EvidenceSink
+    metrics: ProxyMetrics
+
+    async def release_slot(self, attempt: Attempt) -> None:
+        """Give back the attempt's request slot, if it holds one. Safe to call repeatedly."""
+        account_id, attempt.slot_account = attempt.slot_account, None
+        if account_id is not None:
+            await self.slots.release(account_id, attempt.request_id)
+
+    async def finish(self, attempt: Attempt, observation: Observation) -> None:
+        """The one way a request ends: slot back, health fed, one evidence row queued."""
+        await self.release_slot(attempt)
+        classification = classify(observation)
+        ended = self.clock.monotonic()
+        row = attempt.evidence(observation, classification, ended)
+        self.evidence.add(row)
+        self.metrics.observe(row)
+        key = attempt.key
+        if key is None or (classification.scope is None and not classification.resets_streak):
+            return
+        transitions: list[HealthTransition] = await self.health.record(
+            key.account_id,
+            key.served_model,
+            classification,
+            observation.retry_after_s,
+            self.clock.now().timestamp(),
+        )
+        log_transitions(transitions)
+        self.metrics.health_transitions(transitions)

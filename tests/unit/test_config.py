@@ -1,0 +1,142 @@
+"""Every bad value stops start-up with one line naming the variable, or the account and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from leasegate.config import ConfigError, load_config
+
+GOOD_ACCOUNT = """
+  - id: openai-main
+    provider: openai
+    base_url: https://api.openai.com
+    credential_env: LEASEGATE_CRED_OPENAI_MAIN
+    models: {gpt-4o: gpt-4o-2024-08-06, gpt-4o-mini: gpt-4o-mini}
+"""
+
+
+def _accounts(tmp_path: Path, body: str) -> dict[str, str]:
+    path = tmp_path / "accounts.yaml"
+    path.write_text(body)
+    return {"LEASEGATE_ACCOUNTS_FILE": str(path)}
+
+
+def test_defaults_give_embedded_mode() -> None:
+    config = load_config({})
+    assert config.settings.database_url.startswith("sqlite+aiosqlite://")
+    assert config.settings.redis_url is None
+    assert config.settings.max_fallback_hops == 1
+    assert (config.settings.key_ttl_s, config.settings.key_max_ttl_s) == (900, 86400)
+    assert config.registry.accounts == ()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        ("LEASEGATE_KEY_TTL_S", "soon", "LEASEGATE_KEY_TTL_S"),
+        ("LEASEGATE_KEY_TTL_S", "0", "LEASEGATE_KEY_TTL_S"),
+        ("LEASEGATE_KEY_TTL_S", "100000", "LEASEGATE_KEY_TTL_S must not exceed"),
+        ("LEASEGATE_KEY_MAX_TTL_S", "-1", "LEASEGATE_KEY_MAX_TTL_S"),
+        ("LEASEGATE_MAX_FALLBACK_HOPS", "-1", "LEASEGATE_MAX_FALLBACK_HOPS"),
+        ("LEASEGATE_FAILURE_THRESHOLD", "0", "LEASEGATE_FAILURE_THRESHOLD"),
+        ("LEASEGATE_ACCOUNT_FAILURE_THRESHOLD", "x", "LEASEGATE_ACCOUNT_FAILURE_THRESHOLD"),
+        ("LEASEGATE_BASE_COOLDOWN_S", "0", "LEASEGATE_BASE_COOLDOWN_S"),
+        ("LEASEGATE_BASE_COOLDOWN_S", "900", "LEASEGATE_BASE_COOLDOWN_S must not exceed"),
+        ("LEASEGATE_MAX_COOLDOWN_S", "nope", "LEASEGATE_MAX_COOLDOWN_S"),
+        ("LEASEGATE_DATABASE_URL", "mysql://x", "LEASEGATE_DATABASE_URL"),
+        ("LEASEGATE_REDIS_URL", "http://x", "LEASEGATE_REDIS_URL"),
+        ("LEASEGATE_ADMIN_TOKENS", "alice", "LEASEGATE_ADMIN_TOKENS"),
+        ("LEASEGATE_ADMIN_TOKENS", "a=1,a=2", "LEASEGATE_ADMIN_TOKENS"),
+        ("LEASEGATE_ADMIN_TOKENS", "bad name=1", "LEASEGATE_ADMIN_TOKENS"),
+        ("LEASEGATE_LOG_LEVEL", "LOUD", "LEASEGATE_LOG_LEVEL"),
+    ],
+)
+def test_bad_variable_names_itself_in_one_line(variable: str, value: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config({variable: value})
+    message = str(caught.value)
+    assert fragment in message
+    assert "\n" not in message
+
+
+def test_admin_tokens_are_secret_and_named() -> None:
+    config = load_config({"LEASEGATE_ADMIN_TOKENS": "alice=s3cret-a,bob=s3cret-b"})
+    assert set(config.settings.admin_tokens) == {"alice", "bob"}
+    assert "s3cret" not in repr(config.settings)
+
+
+def test_accounts_file_loads_in_order_with_aliases(tmp_path: Path) -> None:
+    env = _accounts(tmp_path, "accounts:" + GOOD_ACCOUNT)
+    env["LEASEGATE_CRED_OPENAI_MAIN"] = "sk-test"
+    config = load_config(env)
+    (account,) = config.registry.accounts
+    assert account.configured
+    assert account.models["gpt-4o"] == "gpt-4o-2024-08-06"
+    assert config.registry.candidates("gpt-4o")[0].served_model == "gpt-4o-2024-08-06"
+    assert config.credentials["openai-main"].get_secret_value() == "sk-test"
+
+
+def test_unset_or_empty_credential_is_not_configured(tmp_path: Path) -> None:
+    env = _accounts(tmp_path, "accounts:" + GOOD_ACCOUNT)
+    env["LEASEGATE_CRED_OPENAI_MAIN"] = ""
+    config = load_config(env)
+    assert not config.registry.accounts[0].configured
+    assert config.credentials == {}
+
+
+def test_list_of_models_means_identical_names(tmp_path: Path) -> None:
+    body = "accounts:" + GOOD_ACCOUNT.replace(
+        "{gpt-4o: gpt-4o-2024-08-06, gpt-4o-mini: gpt-4o-mini}", "[a-model, b-model]"
+    )
+    config = load_config(_accounts(tmp_path, body))
+    assert dict(config.registry.accounts[0].models) == {"a-model": "a-model", "b-model": "b-model"}
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "fragment"),
+    [
+        ("id: openai-main", "id: Bad_Id", "field 'id'"),
+        ("provider: openai", "provider: azure", "field 'provider'"),
+        ("base_url: https://api.openai.com", "base_url: ftp://x", "field 'base_url'"),
+        ("base_url: https://api.openai.com", "base_url: not a url", "field 'base_url'"),
+        (
+            "credential_env: LEASEGATE_CRED_OPENAI_MAIN",
+            "credential_env: OPENAI_API_KEY",
+            "field 'credential_env'",
+        ),
+        ("    models:", "    lease_capacity: -1\n    models:", "field 'lease_capacity'"),
+        ("    models:", "    request_capacity: -3\n    models:", "field 'request_capacity'"),
+        ("    models:", "    colour: blue\n    models:", "field 'colour'"),
+        (
+            "{gpt-4o: gpt-4o-2024-08-06, gpt-4o-mini: gpt-4o-mini}",
+            "{}",
+            "field 'models'",
+        ),
+    ],
+)
+def test_bad_account_names_account_and_field(
+    tmp_path: Path, replace: str, by: str, fragment: str
+) -> None:
+    body = "accounts:" + GOOD_ACCOUNT.replace(replace, by)
+    with pytest.raises(ConfigError) as caught:
+        load_config(_accounts(tmp_path, body))
+    message = str(caught.value)
+    assert fragment in message
+    assert "account" in message
+    assert "\n" not in message
+
+
+def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="openai-main.*duplicate"):
+        load_config(_accounts(tmp_path, "accounts:" + GOOD_ACCOUNT + GOOD_ACCOUNT))
+
+
+def test_unreadable_or_invalid_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="LEASEGATE_ACCOUNTS_FILE: cannot read"):
+        load_config({"LEASEGATE_ACCOUNTS_FILE": str(tmp_path / "missing.yaml")})
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(_accounts(tmp_path, "accounts: [unclosed"))
+    with pytest.raises(ConfigError, match="top level"):
+        load_config(_accounts(tmp_path, "- just a list"))
