@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from leasegate.core.clock import SystemClock, from_epoch
-from leasegate.core.ports.capacity import RequestSlots
+from leasegate.core.ports.capacity import RequestSlots, SlotStoreError
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots
@@ -235,11 +235,25 @@ async def test_keeper_release_survives_a_store_error(
 ) -> None:
     slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
     keeper = SlotKeeper(slots, clock)
-    await keeper.acquire("acct", "r1", 1)
+    await keeper.acquire("acct", "r1", 2)
+    await keeper.acquire("acct", "r2", 2)
     # A real store error: the key now holds the wrong type, so ZREM and the renewal fail.
     await redis_client.set(slots.key("acct"), "clobbered")
     with caplog.at_level(logging.WARNING, logger="leasegate.kv.slot_keeper"):
         await keeper.release("acct", "r1")
-        await keeper.acquire("acct", "r2", None)
+        await keeper.renew_held()
     assert "its lease reclaims it" in caplog.text
+    assert "renewal failed" in caplog.text
+    assert keeper.holding("acct") == 1
+
+
+async def test_keeper_acquire_fails_loudly_and_holds_nothing_on_a_store_error(
+    redis_client: aioredis.Redis, redis_prefix: str, clock: FakeClock
+) -> None:
+    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
+    keeper = SlotKeeper(slots, clock)
+    await redis_client.set(slots.key("acct"), "clobbered")
+    with pytest.raises(SlotStoreError):
+        await keeper.acquire("acct", "r1", 1)
     assert keeper.holding("acct") == 0
+    assert await keeper.acquire("acct", "r1", None)

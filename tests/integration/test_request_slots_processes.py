@@ -145,15 +145,20 @@ async def test_a_killed_process_slots_come_back_within_the_lease(
         assert await slots.release(ACCOUNT, "parent-1")
 
         holder.kill()
-        killed_at = time.monotonic()
+        await join(holder, timeout_s=10)
+        dead_at = time.time()
+        # Every score was written before the death, so the stored leases alone prove the
+        # bound: still counted at the moment of death, all gone one lease later.
+        assert await slots.in_flight([ACCOUNT], dead_at) == {ACCOUNT: 3}
+        assert await slots.in_flight([ACCOUNT], dead_at + lease_s) == {ACCOUNT: 0}
         while (await slots.in_flight([ACCOUNT], time.time()))[ACCOUNT] > 0:
-            assert time.monotonic() - killed_at < 3 * lease_s, "slots leaked past the lease"
+            assert time.time() - dead_at < 5 * lease_s, "slots leaked past the lease"
             await asyncio.sleep(0.02)
-        reclaimed_after = time.monotonic() - killed_at
+        reclaimed_after = time.time() - dead_at
     finally:
         holder.kill()
         await join(holder, timeout_s=10)
 
     assert holder.exitcode == -signal.SIGKILL
-    assert reclaimed_after <= lease_s + 0.2
+    assert reclaimed_after <= lease_s + 0.5  # the stored-lease check above is the exact one
     assert await slots.acquire(ACCOUNT, "after-the-crash", 3, time.time())
