@@ -1,0 +1,131 @@
+"""The proxy's side of request slots: take one per request, keep it alive, give it back once.
+
+A request takes its slot at admission and gives it back when its response or stream ends,
+however it ends; a long stream holds one slot all along, because the keeper renews every holder
+this process still holds every `renew_every_s` (default `lease_s / 3`), one round trip per
+account.
+
+Reclamation bound: a process that dies (SIGKILL, OOM, a lost host) stops renewing, and each of
+its slots stops counting at most `lease_s` after that process's last renewal, so within
+`lease_s` of its death (plus clock skew between processes, assumed far below `lease_s`). With
+the default `LEASEGATE_REQUEST_SLOT_LEASE_S` of 30 s: a crashed proxy's slots are back within
+30 s. A release that fails in the store is reclaimed the same way, since it is no longer renewed.
+
+Accounts without a ceiling (`request_capacity: null`) are not counted at all: no store call,
+nothing to release.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from leasegate.core.clock import Clock, to_epoch
+from leasegate.core.ports.capacity import RequestSlots, SlotStoreError
+
+logger = logging.getLogger(__name__)
+
+
+class SlotKeeper:
+    def __init__(
+        self, slots: RequestSlots, clock: Clock, renew_every_s: float | None = None
+    ) -> None:
+        interval = slots.lease_s / 3 if renew_every_s is None else renew_every_s
+        if not 0 < interval < slots.lease_s:
+            raise ValueError("renew_every_s must be positive and shorter than the lease")
+        self._slots = slots
+        self._clock = clock
+        self._renew_every_s = interval
+        # account -> holders this process may hold there. A holder is recorded *before* the
+        # store call, so a request cancelled mid-acquire still releases what it may have taken.
+        self._held: dict[str, set[str]] = {}
+        self._releasing: set[asyncio.Task[None]] = set()
+        self._renewer: asyncio.Task[None] | None = None
+
+    async def acquire(self, account_id: str, holder: str, capacity: int | None) -> bool:
+        """True when the request may proceed; False means 429 at once.
+
+        Raises SlotStoreError when the store cannot answer; nothing is then held.
+        """
+        if capacity is None:
+            return True
+        holders = self._held.setdefault(account_id, set())
+        holders.add(holder)
+        taken = False
+        try:
+            taken = await self._slots.acquire(account_id, holder, capacity, self._now())
+        finally:
+            if not taken:
+                self._forget(account_id, holder)
+        return taken
+
+    async def release(self, account_id: str, holder: str) -> None:
+        """Give back `holder`'s slot. Idempotent; never raises for a store error.
+
+        The store call runs shielded, so a request whose task is being cancelled (the client
+        went away) still returns its slot now rather than a lease later.
+        """
+        if not self._forget(account_id, holder):
+            return
+        task = asyncio.create_task(self._release_in_store(account_id, holder))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+        await asyncio.shield(task)
+
+    def holding(self, account_id: str) -> int:
+        """How many slots this process holds (or is taking) on the account."""
+        return len(self._held.get(account_id, ()))
+
+    async def renew_held(self) -> None:
+        """Renew every holder this process still holds: one round trip per account."""
+        now = self._now()
+        for account_id, holders in list(self._held.items()):
+            if not holders:
+                continue
+            try:
+                await self._slots.renew(account_id, sorted(holders), now)
+            except SlotStoreError as exc:
+                # The next round tries again; a lease outlives two missed rounds.
+                logger.warning("request slot renewal failed on %s: %s", account_id, exc)
+
+    def start(self) -> None:
+        if self._renewer is None:
+            self._renewer = asyncio.create_task(self._renew_forever(), name="slot-keeper")
+
+    async def stop(self) -> None:
+        """Stop renewing and give back every slot this process still holds."""
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+        leftovers = [(account, holder) for account, hs in self._held.items() for holder in hs]
+        await asyncio.gather(*(self.release(account, holder) for account, holder in leftovers))
+        if self._releasing:
+            await asyncio.gather(*self._releasing)
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._renew_every_s)
+            await self.renew_held()
+
+    async def _release_in_store(self, account_id: str, holder: str) -> None:
+        try:
+            await self._slots.release(account_id, holder)
+        except SlotStoreError as exc:
+            logger.warning(
+                "request slot release failed on %s; its lease reclaims it: %s", account_id, exc
+            )
+
+    def _forget(self, account_id: str, holder: str) -> bool:
+        holders = self._held.get(account_id)
+        if holders is None or holder not in holders:
+            return False
+        holders.discard(holder)
+        if not holders:
+            del self._held[account_id]
+        return True
+
+    def _now(self) -> float:
+        return to_epoch(self._clock.now())

@@ -1,0 +1,259 @@
+"""One contract for request slots, run against the in-process tables and against real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+import redis.asyncio as aioredis
+
+from leasegate.core.clock import SystemClock, from_epoch
+from leasegate.core.ports.capacity import RequestSlots, SlotStoreError
+from leasegate.kv.slot_keeper import SlotKeeper
+from leasegate.kv.slots_memory import InProcessRequestSlots
+from leasegate.kv.slots_redis import RedisRequestSlots
+
+LEASE_S = 30.0
+T0 = 1_750_000_000.0
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def slots(request: pytest.FixtureRequest) -> AsyncIterator[RequestSlots]:
+    if request.param == "memory":
+        yield InProcessRequestSlots(LEASE_S)
+        return
+    # Built here rather than from the async redis fixtures, which a parametrized async
+    # fixture cannot request lazily; this mirrors redis_prefix's clean-up.
+    # Room for every racer at once: the point is 200 scripts racing inside Redis.
+    client = aioredis.from_url(request.getfixturevalue("redis_url"), max_connections=256)
+    prefix = f"lgtest:{secrets.token_hex(4)}"
+    try:
+        yield RedisRequestSlots(client, prefix, LEASE_S)
+    finally:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+class FakeClock:
+    def __init__(self, epoch: float) -> None:
+        self.epoch = epoch
+
+    def now(self) -> datetime:
+        return from_epoch(self.epoch)
+
+    def monotonic(self) -> float:
+        return self.epoch
+
+
+async def test_the_ceiling_refuses_the_next_holder_at_once(slots: RequestSlots) -> None:
+    results = [await slots.acquire("acct", f"r{i}", 3, T0) for i in range(4)]
+    assert results == [True, True, True, False]
+    assert await slots.in_flight(["acct"], T0) == {"acct": 3}
+
+
+async def test_a_zero_ceiling_admits_nobody(slots: RequestSlots) -> None:
+    assert not await slots.acquire("acct", "r", 0, T0)
+    assert await slots.in_flight(["acct"], T0) == {"acct": 0}
+
+
+async def test_acquiring_one_holder_twice_takes_one_slot(slots: RequestSlots) -> None:
+    assert await slots.acquire("acct", "r1", 2, T0)
+    assert await slots.acquire("acct", "r1", 2, T0 + 1)
+    assert await slots.in_flight(["acct"], T0 + 1) == {"acct": 1}
+    assert await slots.acquire("acct", "r2", 2, T0 + 1)
+
+
+async def test_five_releases_return_one_slot(slots: RequestSlots) -> None:
+    await slots.acquire("acct", "r1", 1, T0)
+    assert [await slots.release("acct", "r1") for _ in range(5)] == [True] + [False] * 4
+    assert await slots.acquire("acct", "r2", 1, T0)
+    assert not await slots.acquire("acct", "r3", 1, T0)
+
+
+async def test_releasing_a_stranger_does_nothing(slots: RequestSlots) -> None:
+    await slots.acquire("acct", "r1", 1, T0)
+    assert not await slots.release("acct", "stranger")
+    assert not await slots.release("other-acct", "r1")
+    assert await slots.in_flight(["acct"], T0) == {"acct": 1}
+
+
+async def test_a_holder_that_stops_renewing_is_reclaimed_after_the_lease(
+    slots: RequestSlots,
+) -> None:
+    await slots.acquire("acct", "dead", 1, T0)
+    assert not await slots.acquire("acct", "r2", 1, T0 + LEASE_S - 0.01)
+    assert await slots.in_flight(["acct"], T0 + LEASE_S) == {"acct": 0}
+    assert await slots.acquire("acct", "r2", 1, T0 + LEASE_S)
+    await slots.renew("acct", ["dead"], T0 + LEASE_S + 1)
+    assert await slots.in_flight(["acct"], T0 + LEASE_S + 1) == {"acct": 1}
+
+
+async def test_renewal_keeps_only_the_renewed_holders(slots: RequestSlots) -> None:
+    await slots.acquire("acct", "stream", 2, T0)
+    await slots.acquire("acct", "quiet", 2, T0)
+    for step in (10.0, 20.0, 30.0 - 0.5):
+        await slots.renew("acct", ["stream", "never-reserved"], T0 + step)
+    later = T0 + LEASE_S + 5
+    assert await slots.in_flight(["acct"], later) == {"acct": 1}
+    assert await slots.acquire("acct", "next", 2, later)
+    assert not await slots.acquire("acct", "one-too-many", 2, later)
+    assert not await slots.release("acct", "never-reserved")
+
+
+async def test_in_flight_counts_accounts_apart_in_one_answer(slots: RequestSlots) -> None:
+    await slots.acquire("a", "r1", 5, T0)
+    await slots.acquire("a", "r2", 5, T0)
+    await slots.acquire("b", "r1", 1, T0)
+    assert not await slots.acquire("b", "r2", 1, T0)
+    assert await slots.in_flight(["a", "b", "unknown"], T0) == {"a": 2, "b": 1, "unknown": 0}
+    assert await slots.in_flight([], T0) == {}
+
+
+async def test_two_hundred_racing_requests_admit_exactly_the_ceiling(
+    slots: RequestSlots,
+) -> None:
+    start = asyncio.Event()
+
+    async def one(i: int) -> bool:
+        await start.wait()
+        return await slots.acquire("acct", f"r{i}", 5, T0)
+
+    racers = [asyncio.create_task(one(i)) for i in range(200)]
+    await asyncio.sleep(0)
+    start.set()
+    admitted = await asyncio.gather(*racers)
+    assert sum(admitted) == 5
+    assert await slots.in_flight(["acct"], T0) == {"acct": 5}
+
+
+async def test_redis_slots_key_expires_with_the_lease(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
+    await slots.acquire("acct", "r1", 2, T0)
+    ttl_ms = await redis_client.pttl(slots.key("acct"))
+    assert 0 < ttl_ms <= LEASE_S * 1000
+    await slots.release("acct", "r1")
+    assert await redis_client.exists(slots.key("acct")) == 0
+
+
+# The keeper is what the proxy holds; it must behave the same over either store.
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 1, 1, tzinfo=UTC).timestamp())
+
+
+async def test_keeper_counts_nothing_without_a_ceiling(
+    slots: RequestSlots, clock: FakeClock
+) -> None:
+    keeper = SlotKeeper(slots, clock)
+    assert all([await keeper.acquire("acct", f"r{i}", None) for i in range(50)])
+    assert await slots.in_flight(["acct"], clock.epoch) == {"acct": 0}
+    assert keeper.holding("acct") == 0
+    await keeper.release("acct", "r1")
+
+
+async def test_keeper_release_is_idempotent(slots: RequestSlots, clock: FakeClock) -> None:
+    keeper = SlotKeeper(slots, clock)
+    assert await keeper.acquire("acct", "r1", 1)
+    assert not await keeper.acquire("acct", "r2", 1)
+    for _ in range(3):
+        await keeper.release("acct", "r1")
+    await keeper.release("acct", "stranger")
+    assert await slots.in_flight(["acct"], clock.epoch) == {"acct": 0}
+    assert keeper.holding("acct") == 0
+
+
+async def test_keeper_renewal_outlives_the_lease_and_stop_gives_back(
+    slots: RequestSlots, clock: FakeClock
+) -> None:
+    keeper = SlotKeeper(slots, clock)
+    await keeper.acquire("acct", "stream", 1)
+    for _ in range(6):  # three leases' worth of renewals
+        clock.epoch += slots.lease_s / 2
+        await keeper.renew_held()
+    assert await slots.in_flight(["acct"], clock.epoch) == {"acct": 1}
+    await keeper.stop()
+    assert await slots.in_flight(["acct"], clock.epoch) == {"acct": 0}
+
+
+async def test_a_cancelled_release_still_returns_the_slot(
+    slots: RequestSlots, clock: FakeClock
+) -> None:
+    keeper = SlotKeeper(slots, clock)
+    await keeper.acquire("acct", "aborted", 1)
+
+    async def request_that_is_cancelled() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await keeper.release("acct", "aborted")
+
+    task = asyncio.create_task(request_that_is_cancelled())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await keeper.stop()
+    assert await slots.in_flight(["acct"], clock.epoch) == {"acct": 0}
+
+
+async def test_keeper_background_renewal_on_a_real_clock(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=0.3)
+    keeper = SlotKeeper(slots, SystemClock())
+    keeper.start()
+    await keeper.acquire("acct", "stream", 1)
+    await asyncio.sleep(0.9)
+    now = datetime.now(UTC).timestamp()
+    assert await slots.in_flight(["acct"], now) == {"acct": 1}
+    await keeper.stop()
+    assert await slots.in_flight(["acct"], now) == {"acct": 0}
+
+
+async def test_keeper_release_survives_a_store_error(
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
+    keeper = SlotKeeper(slots, clock)
+    await keeper.acquire("acct", "r1", 2)
+    await keeper.acquire("acct", "r2", 2)
+    # A real store error: the key now holds the wrong type, so ZREM and the renewal fail.
+    await redis_client.set(slots.key("acct"), "clobbered")
+    with caplog.at_level(logging.WARNING, logger="leasegate.kv.slot_keeper"):
+        await keeper.release("acct", "r1")
+        await keeper.renew_held()
+    assert "its lease reclaims it" in caplog.text
+    assert "renewal failed" in caplog.text
+    assert keeper.holding("acct") == 1
+
+
+async def test_keeper_acquire_fails_loudly_and_holds_nothing_on_a_store_error(
+    redis_client: aioredis.Redis, redis_prefix: str, clock: FakeClock
+) -> None:
+    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
+    keeper = SlotKeeper(slots, clock)
+    await redis_client.set(slots.key("acct"), "clobbered")
+    with pytest.raises(SlotStoreError):
+        await keeper.acquire("acct", "r1", 1)
+    assert keeper.holding("acct") == 0
+    assert await keeper.acquire("acct", "r1", None)
