@@ -76,7 +76,12 @@ def open_stores(config: Config) -> Stores:
             revocations=InProcessRevocationBus(),
             redis=None,
         )
-    client = aioredis.from_url(settings.redis_url)
+    # A blocking pool: a burst of admissions waits briefly for a connection rather than
+    # failing with MaxConnectionsError.
+    pool = aioredis.BlockingConnectionPool.from_url(
+        settings.redis_url, max_connections=512, timeout=5
+    )
+    client = aioredis.Redis(connection_pool=pool)
     prefix = settings.redis_prefix
     return Stores(
         database=database,

@@ -41,7 +41,7 @@ def build_proxy_runtime(
         resolver=KeyResolver(stores.store, clock, settings.key_cache_ttl_s),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=stores.health,
-        slots=SlotKeeper(stores.slots, clock, settings.request_slot_lease_s / 3),
+        slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(stores.store, flush_interval_s=settings.evidence_flush_interval_s),
         metrics=ProxyMetrics(metrics_registry),
     )

@@ -17,6 +17,7 @@ from leasegate.accounts import Account
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
+from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
 from leasegate.proxy.attempt import Attempt
@@ -128,7 +129,11 @@ async def _take_slot(runtime: ProxyRuntime, attempt: Attempt, account: Account) 
     capacity = account.request_capacity
     if capacity is None:
         return  # no ceiling: nothing is counted on the hot path
-    if not await runtime.slots.acquire(account.id, attempt.request_id, capacity):
+    try:
+        admitted = await runtime.slots.acquire(account.id, attempt.request_id, capacity)
+    except SlotStoreError:
+        raise GatewayError("unavailable", "the request-slot store is unreachable") from None
+    if not admitted:
         raise GatewayError(
             "account-request-capacity-exhausted",
             f"account {account.id} is at its request ceiling; the gateway does not queue",
