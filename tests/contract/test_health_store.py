@@ -31,7 +31,7 @@ ABORTED = Classification("client-abort", None, False, "client-abort")
 REFUSED = Classification("refused", None, True, "model-cooling")
 
 
-@pytest.fixture(params=["in-process", "redis"])
+@pytest.fixture(params=["in-process", pytest.param("redis", marks=pytest.mark.redis)])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[HealthStore]:
     if request.param == "in-process":
         memory = InProcessHealthStore(POLICY)
@@ -227,6 +227,7 @@ class CountingRedis(aioredis.Redis):
         return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
 
+@pytest.mark.redis
 async def test_every_redis_key_carries_a_ttl(redis_url: str, redis_prefix: str) -> None:
     client = aioredis.from_url(redis_url)
     store = RedisHealthStore(client, redis_prefix, POLICY, owns_client=True)
@@ -256,6 +257,7 @@ async def test_every_redis_key_carries_a_ttl(redis_url: str, redis_prefix: str) 
         await store.aclose()
 
 
+@pytest.mark.redis
 async def test_a_redis_snapshot_is_one_round_trip(redis_url: str, redis_prefix: str) -> None:
     # from_url is a classmethod building `cls`, but its stub promises the base class
     client = cast("CountingRedis", CountingRedis.from_url(redis_url))
@@ -321,6 +323,7 @@ async def _run_both(url: str, steps: list[tuple[Classification, str, float, floa
         await client.aclose()
 
 
+@pytest.mark.redis
 @settings(
     max_examples=40,
     deadline=None,
