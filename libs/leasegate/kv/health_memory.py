@@ -1,0 +1,128 @@
+"""The in-process health store: the embedded single-process mode's twin of the Redis one.
+
+Every operation runs without an await, so it is atomic on the event loop. Entries are
+forgotten `policy.retention_s` after their cooldown ends (or after their last write), exactly
+as the Redis keys' TTLs forget them; stale entries are pruned whenever the table has doubled
+since the last prune, so nothing accumulates and no background sweeper is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from leasegate.core.observation import Classification
+from leasegate.core.ports.health import (
+    Cooldown,
+    HealthPolicy,
+    HealthSnapshot,
+    HealthTransition,
+)
+from leasegate.routing.health import (
+    HEALTHY,
+    HealthState,
+    active_cooldown,
+    on_failure,
+    on_success,
+    transition,
+)
+
+# (account_id, served model); the served model is None for the account circuit
+_Key = tuple[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    state: HealthState
+    forget_at: float
+
+
+class InProcessHealthStore:
+    def __init__(self, policy: HealthPolicy) -> None:
+        self._policy = policy
+        self._entries: dict[_Key, _Stored] = {}
+        self._prune_at_size = 1024
+
+    async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> HealthSnapshot:
+        circuits: dict[str, Cooldown] = {}
+        cooling: dict[tuple[str, str], Cooldown] = {}
+        for account_id, model in pairs:
+            if account_id not in circuits:
+                circuit = self._cooldown(account_id, None, now)
+                if circuit is not None:
+                    circuits[account_id] = circuit
+            found = self._cooldown(account_id, model, now)
+            if found is not None:
+                cooling[(account_id, model)] = found
+        return HealthSnapshot(circuits=circuits, cooling=cooling)
+
+    async def record(
+        self,
+        account_id: str,
+        served_model: str,
+        classification: Classification,
+        retry_after_s: float | None,
+        now: float,
+    ) -> list[HealthTransition]:
+        if classification.resets_streak:
+            return self._succeed(account_id, served_model, now)
+        policy = self._policy
+        match classification.scope:
+            case "model":
+                key: _Key = (account_id, served_model)
+                threshold = policy.failure_threshold
+            case "account":
+                key = (account_id, None)
+                threshold = policy.account_failure_threshold
+            case None:
+                return []
+        before = self.state_of(account_id, key[1], now)
+        state, change = on_failure(
+            before,
+            now,
+            threshold=threshold,
+            base_s=policy.base_cooldown_s,
+            max_s=policy.max_cooldown_s,
+            retry_after_s=retry_after_s,
+            reason=classification.reason or classification.outcome,
+        )
+        if state is before:
+            return []  # ignored during an active cooldown: nothing written, TTL unchanged
+        self._write(key, state, now)
+        return [transition(change, account_id, key[1], state)] if change else []
+
+    def state_of(self, account_id: str, model: str | None, now: float) -> HealthState:
+        """The raw machine state (None: the circuit), for diagnostics and tests."""
+        stored = self._entries.get((account_id, model))
+        if stored is None or stored.forget_at <= now:
+            return HEALTHY
+        return stored.state
+
+    async def aclose(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _succeed(self, account_id: str, model: str, now: float) -> list[HealthTransition]:
+        transitions = []
+        for key in ((account_id, model), (account_id, None)):
+            before = self.state_of(account_id, key[1], now)
+            _, change = on_success(before)
+            self._entries.pop(key, None)  # healthy is simply absent
+            if change is not None:
+                transitions.append(transition(change, account_id, key[1], before))
+        return transitions
+
+    def _cooldown(self, account_id: str, model: str | None, now: float) -> Cooldown | None:
+        return active_cooldown(account_id, model, self.state_of(account_id, model, now), now)
+
+    def _write(self, key: _Key, state: HealthState, now: float) -> None:
+        forget_at = max(state.until, now) + self._policy.retention_s
+        self._entries[key] = _Stored(state, forget_at)
+        if len(self._entries) >= self._prune_at_size:
+            self._prune(now)
+
+    def _prune(self, now: float) -> None:
+        self._entries = {k: v for k, v in self._entries.items() if v.forget_at > now}
+        self._prune_at_size = max(1024, 2 * len(self._entries))

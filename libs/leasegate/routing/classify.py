@@ -1,0 +1,143 @@
+"""Failure classification: what the proxy observed -> (outcome, scope, qualifying, reason).
+
+Only the upstream's status line and *error* payload (`error.type`, `error.code`), stream
+events, transport failures and the gateway's own refusals inform a class; a request body
+never does (an `Observation` cannot even carry one).
+
+| observed                                              | outcome          | scope   | qual. |
+|-------------------------------------------------------|------------------|---------|-------|
+| 2xx, body or stream complete                          | success (resets) | -       | no    |
+| a billing/quota/auth code, any status or in-stream    | upstream-error / | account | yes   |
+|   (`insufficient_quota` even as a 429)                |  in-stream-error |         |       |
+| error event in a 200 stream, truncated stream         | in-stream-error  | model   | yes   |
+| 401, 402, 403                                         | upstream-error   | account | yes   |
+| 404 with a model-not-found code                       | upstream-error   | model   | yes   |
+| 408, 429, every 5xx (Anthropic 529), any non-2xx/4xx  | upstream-error   | model   | yes   |
+| headers / first-token / idle / read timeout           | timeout          | model   | yes   |
+| connect, DNS or TLS failure                           | connect-error    | account | yes   |
+| any other 4xx                                         | upstream-error   | -       | no    |
+| client went away                                      | client-abort     | -       | no    |
+| refused `model-cooling` / `circuit-open`              | refused          | -       | yes   |
+| any other gateway refusal                             | refused          | -       | no    |
+
+Provider notes. OpenAI puts `insufficient_quota` in both `type` and `code` of a 429 and
+`model_not_found` in the code of a 404. Anthropic names the class in `type`
+(`authentication_error`, `permission_error`, `billing_error`, `not_found_error`,
+`overloaded_error` as a 529 or an `event: error`). OpenRouter's `code` is numeric and echoes an
+HTTP status (its peak-load refusal is `{"error": {"code": 502, ...}}` inside a 200 stream, and
+"no endpoints for this model" is a 404 with code 404), so a numeric in-stream code of 401, 402
+or 403 is read as account scope, and a 404 whose code echoes 404 as model-not-found.
+
+`reason` is the most specific name available: a recognised code or type (e.g.
+`insufficient_quota`, `overloaded_error`, `model_not_found`), else `http-<status>` (an
+in-stream numeric code counts as a status), else the observation kind.
+"""
+
+from __future__ import annotations
+
+from leasegate.core.observation import Classification, Observation
+
+ACCOUNT_CODES = frozenset(
+    {
+        # OpenAI
+        "insufficient_quota",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "invalid_api_key",
+        "account_deactivated",
+        "access_terminated",
+        "unsupported_country_region_territory",
+        # Anthropic error types
+        "billing_error",
+        "authentication_error",
+        "permission_error",
+        # OpenRouter and OpenAI-compatible servers
+        "insufficient_credits",
+        "payment_required",
+    }
+)
+MODEL_NOT_FOUND_CODES = frozenset(
+    {"model_not_found", "model_not_available", "not_found_error", "notfounderror"}
+)
+ACCOUNT_STATUSES = frozenset({401, 402, 403})
+MODEL_STATUSES = frozenset({408, 429})
+COOLDOWN_REFUSALS = frozenset({"model-cooling", "circuit-open"})
+
+
+def classify(observation: Observation) -> Classification:
+    match observation.kind:
+        case "response":
+            return _classify_response(observation)
+        case "stream-error":
+            return _classify_stream_error(observation)
+        case "truncated":
+            return Classification("in-stream-error", "model", True, "truncated")
+        case "timeout":
+            return Classification("timeout", "model", True, "timeout")
+        case "connect-error":
+            return Classification("connect-error", "account", True, "connect-error")
+        case "client-abort":
+            return Classification("client-abort", None, False, "client-abort")
+        case "refused":
+            code = observation.refusal_code or "refused"
+            return Classification("refused", None, code in COOLDOWN_REFUSALS, code)
+
+
+def _classify_response(observation: Observation) -> Classification:
+    status = observation.status
+    if status is not None and 200 <= status < 300:
+        return Classification("success", None, False, None, resets_streak=True)
+    names = _error_names(observation)
+    if account_code := _first_in(names, ACCOUNT_CODES):
+        return Classification("upstream-error", "account", True, account_code)
+    status_reason = f"http-{status}" if status is not None else "http-unknown"
+    if status in ACCOUNT_STATUSES:
+        return Classification("upstream-error", "account", True, status_reason)
+    if status == 404:
+        if found := _first_in(names, MODEL_NOT_FOUND_CODES):
+            return Classification("upstream-error", "model", True, found)
+        if _numeric_code(observation.error_code) == 404:
+            return Classification("upstream-error", "model", True, "model-not-found")
+        return Classification("upstream-error", None, False, status_reason)
+    if status is not None and 400 <= status < 500 and status not in MODEL_STATUSES:
+        return Classification("upstream-error", None, False, status_reason)
+    # 408, 429, 5xx and anything that is neither 2xx nor 4xx: the upstream's trouble
+    reason = "overloaded_error" if "overloaded_error" in names else status_reason
+    return Classification("upstream-error", "model", True, reason)
+
+
+def _classify_stream_error(observation: Observation) -> Classification:
+    names = _error_names(observation)
+    if account_code := _first_in(names, ACCOUNT_CODES):
+        return Classification("in-stream-error", "account", True, account_code)
+    numeric = _numeric_code(observation.error_code)
+    if numeric in ACCOUNT_STATUSES:
+        return Classification("in-stream-error", "account", True, f"http-{numeric}")
+    if names:
+        reason = names[0]
+    elif numeric is not None:
+        reason = f"http-{numeric}"
+    else:
+        reason = "stream-error"
+    return Classification("in-stream-error", "model", True, reason)
+
+
+def _error_names(observation: Observation) -> list[str]:
+    """The non-numeric error code, then the error type, lower-cased: the most specific first."""
+    names = []
+    for raw in (observation.error_code, observation.error_type):
+        name = (raw or "").strip().lower()
+        if name and _numeric_code(name) is None:
+            names.append(name)
+    return names
+
+
+def _first_in(names: list[str], table: frozenset[str]) -> str | None:
+    return next((name for name in names if name in table), None)
+
+
+def _numeric_code(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    text = raw.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None

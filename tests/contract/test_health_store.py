@@ -1,0 +1,336 @@
+"""One contract, two health stores: whatever holds for the in-process one holds for Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import pytest
+import redis.asyncio as aioredis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from leasegate.core.observation import Classification
+from leasegate.core.ports.health import HealthPolicy, HealthStore, HealthTransition
+from leasegate.kv.health_memory import InProcessHealthStore
+from leasegate.kv.health_redis import RedisHealthStore
+
+T0 = 1_700_000_000.0
+POLICY = HealthPolicy(
+    failure_threshold=3, account_failure_threshold=2, base_cooldown_s=30, max_cooldown_s=600
+)
+
+OK = Classification("success", None, False, None, resets_streak=True)
+OVERLOADED = Classification("upstream-error", "model", True, "http-503")
+RATE_LIMITED = Classification("upstream-error", "model", True, "http-429")
+BAD_KEY = Classification("upstream-error", "account", True, "invalid_api_key")
+CALLERS_FAULT = Classification("upstream-error", None, False, "http-400")
+ABORTED = Classification("client-abort", None, False, "client-abort")
+REFUSED = Classification("refused", None, True, "model-cooling")
+
+
+@pytest.fixture(params=["in-process", pytest.param("redis", marks=pytest.mark.redis)])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[HealthStore]:
+    if request.param == "in-process":
+        memory = InProcessHealthStore(POLICY)
+        yield memory
+        await memory.aclose()
+        return
+    # redis_prefix is an async fixture, which getfixturevalue cannot set up from here
+    client = aioredis.from_url(request.getfixturevalue("redis_url"))
+    prefix = f"lgtest:{secrets.token_hex(4)}"
+    shared = RedisHealthStore(client, prefix, POLICY)
+    try:
+        yield shared
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+async def fail(
+    store: HealthStore,
+    times: int,
+    now: float,
+    *,
+    model: str = "gpt-4o",
+    account: str = "acct",
+    kind: Classification = OVERLOADED,
+    retry_after_s: float | None = None,
+) -> list[HealthTransition]:
+    transitions: list[HealthTransition] = []
+    for _ in range(times):
+        transitions += await store.record(account, model, kind, retry_after_s, now)
+    return transitions
+
+
+async def cooling_until(store: HealthStore, now: float, model: str = "gpt-4o") -> float | None:
+    found = (await store.snapshot([("acct", model)], now)).cooling_for("acct", model)
+    return None if found is None else found.until
+
+
+async def test_the_threshold_th_consecutive_failure_starts_a_cooldown(store: HealthStore) -> None:
+    assert await fail(store, 2, T0) == []
+    assert await cooling_until(store, T0) is None
+    started = await fail(store, 1, T0 + 1)
+    assert started == [
+        HealthTransition("cooldown-started", "acct", "gpt-4o", "http-503", T0 + 31, 1)
+    ]
+    snapshot = await store.snapshot([("acct", "gpt-4o")], T0 + 2)
+    cooldown = snapshot.cooling_for("acct", "gpt-4o")
+    assert cooldown is not None
+    assert (cooldown.until, cooldown.reason, cooldown.trips) == (T0 + 31, "http-503", 1)
+    assert snapshot.circuit("acct") is None
+
+
+async def test_backoff_doubles_per_trip_up_to_the_ceiling(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    now, lengths = T0, []
+    for _ in range(7):
+        until = await cooling_until(store, now)
+        assert until is not None
+        lengths.append(until - now)
+        now = until  # expired: half-open, and the next failure re-trips at once
+        assert await cooling_until(store, now) is None
+        (started,) = await fail(store, 1, now)
+        assert started.kind == "cooldown-started"
+    assert lengths == [30, 60, 120, 240, 480, 600, 600]
+
+
+async def test_retry_after_wins_over_the_backoff_but_is_capped(store: HealthStore) -> None:
+    await fail(store, 3, T0, model="a", retry_after_s=100)
+    await fail(store, 3, T0, model="b", retry_after_s=86_400)
+    await fail(store, 3, T0, model="c", retry_after_s=5)
+    assert await cooling_until(store, T0, "a") == T0 + 100
+    assert await cooling_until(store, T0, "b") == T0 + 600
+    assert await cooling_until(store, T0, "c") == T0 + 30
+
+
+async def test_a_success_resets_the_streak(store: HealthStore) -> None:
+    await fail(store, 2, T0)
+    assert await store.record("acct", "gpt-4o", OK, None, T0 + 1) == []
+    await fail(store, 2, T0 + 2)
+    assert await cooling_until(store, T0 + 2) is None
+    await fail(store, 1, T0 + 3)
+    assert await cooling_until(store, T0 + 3) == T0 + 33
+
+
+async def test_failures_during_a_cooldown_never_extend_it(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    assert await fail(store, 10, T0 + 29, retry_after_s=500) == []
+    assert await cooling_until(store, T0 + 29) == T0 + 30
+
+
+async def test_half_open_the_first_failure_after_expiry_re_trips(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    assert await fail(store, 1, T0 + 45, kind=RATE_LIMITED) == [
+        HealthTransition("cooldown-started", "acct", "gpt-4o", "http-429", T0 + 105, 2)
+    ]
+
+
+async def test_a_success_ends_the_cooldown_and_restarts_the_backoff(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    await fail(store, 1, T0 + 30)  # trips=2
+    ended = await store.record("acct", "gpt-4o", OK, None, T0 + 100)
+    assert ended == [HealthTransition("cooldown-ended", "acct", "gpt-4o", "http-503", None, 2)]
+    assert await cooling_until(store, T0 + 100) is None
+    await fail(store, 2, T0 + 101)
+    assert await cooling_until(store, T0 + 101) is None, "the streak restarted at zero"
+    (started,) = await fail(store, 1, T0 + 102)
+    assert (started.until, started.trips) == (T0 + 132, 1)
+
+
+async def test_one_models_cooldown_leaves_its_other_models_healthy(store: HealthStore) -> None:
+    await fail(store, 3, T0, model="gpt-4o")
+    await fail(store, 2, T0, model="gpt-4o-mini")
+    snapshot = await store.snapshot([("acct", "gpt-4o"), ("acct", "gpt-4o-mini")], T0 + 1)
+    assert snapshot.cooling_for("acct", "gpt-4o") is not None
+    assert snapshot.cooling_for("acct", "gpt-4o-mini") is None
+    assert snapshot.circuit("acct") is None
+    # a success on the other model leaves the cooling one cooling
+    assert await store.record("acct", "gpt-4o-mini", OK, None, T0 + 2) == []
+    assert await cooling_until(store, T0 + 2, "gpt-4o") == T0 + 30
+
+
+async def test_the_account_circuit_has_its_own_threshold(store: HealthStore) -> None:
+    await fail(store, 5, T0, model="m1")  # model scope: cools m1, never the circuit
+    assert await fail(store, 1, T0, kind=BAD_KEY) == []
+    opened = await fail(store, 1, T0 + 1, kind=BAD_KEY, model="m2")
+    assert opened == [
+        HealthTransition("circuit-opened", "acct", None, "invalid_api_key", T0 + 31, 1)
+    ]
+    snapshot = await store.snapshot([("acct", "m1"), ("acct", "m2"), ("acct", "m3")], T0 + 2)
+    circuit = snapshot.circuit("acct")
+    assert circuit is not None
+    assert (circuit.model, circuit.until, circuit.trips) == (None, T0 + 31, 1)
+    assert snapshot.cooling_for("acct", "m2") is None, "account scope does not cool a model"
+    # half-open circuit re-trips with the next backoff step
+    assert (await fail(store, 1, T0 + 31, kind=BAD_KEY))[0].until == T0 + 91
+
+
+async def test_a_success_on_any_model_closes_the_circuit(store: HealthStore) -> None:
+    await fail(store, 2, T0, kind=BAD_KEY, model="m1")
+    closed = await store.record("acct", "m2", OK, None, T0 + 5)
+    assert closed == [HealthTransition("circuit-closed", "acct", None, "invalid_api_key", None, 1)]
+    assert (await store.snapshot([("acct", "m1")], T0 + 5)).circuit("acct") is None
+    # and its streak restarted
+    assert await fail(store, 1, T0 + 6, kind=BAD_KEY) == []
+
+
+async def test_a_cooldown_expires_by_time_alone(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    await fail(store, 2, T0, kind=BAD_KEY)
+    pairs = [("acct", "gpt-4o")]
+    before = await store.snapshot(pairs, T0 + 29.999)
+    assert before.cooling_for("acct", "gpt-4o") is not None
+    assert before.circuit("acct") is not None
+    after = await store.snapshot(pairs, T0 + 30)
+    assert after.cooling == {}
+    assert after.circuits == {}
+
+
+async def test_unscoped_outcomes_change_nothing(store: HealthStore) -> None:
+    await fail(store, 2, T0)
+    for kind in (CALLERS_FAULT, ABORTED, REFUSED):
+        assert await store.record("acct", "gpt-4o", kind, None, T0 + 1) == []
+    assert await cooling_until(store, T0 + 1) is None
+    await fail(store, 1, T0 + 2)
+    assert await cooling_until(store, T0 + 2) == T0 + 32, "the streak was not broken"
+
+
+async def test_a_snapshot_covers_many_accounts_and_models(store: HealthStore) -> None:
+    await fail(store, 3, T0, account="a", model="x")
+    await fail(store, 2, T0, account="b", kind=BAD_KEY)
+    await fail(store, 3, T0, account="c", model="llama3:8b")
+    pairs = [("a", "x"), ("a", "y"), ("b", "x"), ("c", "llama3:8b"), ("c", "x"), ("d", "x")]
+    snapshot = await store.snapshot(pairs, T0 + 1)
+    assert set(snapshot.cooling) == {("a", "x"), ("c", "llama3:8b")}
+    assert set(snapshot.circuits) == {"b"}
+    assert [c.model for c in snapshot.cooling_models("c")] == ["llama3:8b"]
+    assert (await store.snapshot([], T0)).cooling == {}
+
+
+# -- Redis only ---------------------------------------------------------------------------
+
+
+class CountingRedis(aioredis.Redis):
+    """Counts commands sent, to show what a snapshot costs in round trips."""
+
+    commands: int = 0
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.commands += 1
+        # redis-py leaves execute_command unannotated
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.redis
+async def test_every_redis_key_carries_a_ttl(redis_url: str, redis_prefix: str) -> None:
+    client = aioredis.from_url(redis_url)
+    store = RedisHealthStore(client, redis_prefix, POLICY, owns_client=True)
+    try:
+        await fail(store, 1, T0, model="streak-only")
+        await fail(store, 3, T0, model="cooling", retry_after_s=100)
+        await fail(store, 2, T0, kind=BAD_KEY)
+        pattern = f"{redis_prefix}:health:*"
+        keys = sorted([k.decode() async for k in client.scan_iter(match=pattern)])
+        assert keys == [
+            f"{redis_prefix}:health:c:acct",
+            f"{redis_prefix}:health:m:acct:cooling",
+            f"{redis_prefix}:health:m:acct:streak-only",
+        ]
+        # max(until - now, 0) + retention, refreshed on every write
+        retention_ms = POLICY.retention_s * 1000
+        ttls = {k.rsplit(":", 1)[-1]: await client.pttl(k) for k in keys}
+        assert retention_ms - 5_000 < ttls["streak-only"] <= retention_ms
+        assert retention_ms + 95_000 < ttls["cooling"] <= retention_ms + 100_000
+        assert retention_ms + 25_000 < ttls["acct"] <= retention_ms + 30_000
+        # a success deletes rather than leaving healthy entries behind
+        await store.record("acct", "cooling", OK, None, T0 + 1)
+        assert [k async for k in client.scan_iter(match=pattern)] == [
+            f"{redis_prefix}:health:m:acct:streak-only".encode()
+        ]
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.redis
+async def test_a_redis_snapshot_is_one_round_trip(redis_url: str, redis_prefix: str) -> None:
+    # from_url is a classmethod building `cls`, but its stub promises the base class
+    client = cast("CountingRedis", CountingRedis.from_url(redis_url))
+    store = RedisHealthStore(client, redis_prefix, POLICY, owns_client=True)
+    try:
+        for account in ("a", "b", "c"):
+            await fail(store, 3, T0, account=account, model="m")
+        pairs = [(account, model) for account in "abcdefgh" for model in ("m", "n", "o")]
+        await store.snapshot(pairs, T0)  # the first call may also load the script
+        client.commands = 0
+        snapshot = await store.snapshot(pairs, T0)
+        assert client.commands == 1
+        assert set(snapshot.cooling) == {("a", "m"), ("b", "m"), ("c", "m")}
+    finally:
+        await store.aclose()
+
+
+async def test_the_in_process_store_forgets_idle_entries() -> None:
+    store = InProcessHealthStore(POLICY)
+    step = POLICY.retention_s / 800  # about 800 entries are live at any time
+    for index in range(5_000):
+        await store.record(f"acct-{index}", "m", OVERLOADED, None, T0 + index * step)
+    assert len(store) <= 2 * 800 + 1, "stale streaks were pruned as the table grew"
+    now = T0 + 5_000 * step
+    assert store.state_of("acct-0", "m", now).streak == 0, "forgotten after retention"
+    assert store.state_of("acct-4999", "m", now).streak == 1
+
+
+# -- the Lua mirrors the pure machine -------------------------------------------------------
+
+_OUTCOMES = st.sampled_from([OK, OVERLOADED, RATE_LIMITED, BAD_KEY, CALLERS_FAULT])
+_STEPS = st.lists(
+    st.tuples(
+        _OUTCOMES,
+        st.sampled_from(["m1", "m2"]),
+        st.floats(0, 900, allow_nan=False),  # seconds since the previous step
+        st.none() | st.floats(0, 2_000, allow_nan=False),  # Retry-After
+    ),
+    max_size=40,
+)
+
+
+async def _run_both(url: str, steps: list[tuple[Classification, str, float, float | None]]) -> None:
+    policy = HealthPolicy(
+        failure_threshold=2, account_failure_threshold=2, base_cooldown_s=7.3, max_cooldown_s=250
+    )
+    memory = InProcessHealthStore(policy)
+    client = aioredis.from_url(url)
+    prefix = f"lgtest:{secrets.token_hex(4)}"
+    shared = RedisHealthStore(client, prefix, policy)
+    pairs = [("acct", "m1"), ("acct", "m2")]
+    now = T0
+    try:
+        for kind, model, elapsed, retry_after in steps:
+            now += elapsed
+            expected = await memory.record("acct", model, kind, retry_after, now)
+            assert await shared.record("acct", model, kind, retry_after, now) == expected
+            assert await shared.snapshot(pairs, now) == await memory.snapshot(pairs, now)
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+@pytest.mark.redis
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # redis_url is a constant
+)
+@given(steps=_STEPS)
+def test_redis_and_in_process_agree_on_any_history(
+    redis_url: str, steps: list[tuple[Classification, str, float, float | None]]
+) -> None:
+    asyncio.run(_run_both(redis_url, steps))
