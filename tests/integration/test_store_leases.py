@@ -29,10 +29,21 @@ async def _outcomes(
     )
 
 
-async def test_concurrent_mints_never_exceed_lease_capacity(store: Store) -> None:
+async def test_concurrent_mints_never_exceed_lease_capacity(
+    store: Store, migrated_url: str
+) -> None:
     mints = [minted(account_id=ACCOUNT) for _ in range(200)]
-
-    outcomes = await _outcomes(store, mints, capacity=10)
+    replica = Store.connect(migrated_url)  # a second control plane: its own engine and pool
+    try:
+        outcomes = await asyncio.gather(
+            *(
+                (store, replica)[i % 2].commit_mint(d, k, lease_capacity=10, now=T0)
+                for i, (d, k) in enumerate(mints)
+            ),
+            return_exceptions=True,
+        )
+    finally:
+        await replica.close()
 
     assert outcomes.count(None) == 10
     refusals = [o for o in outcomes if o is not None]
