@@ -1,3 +1,4 @@
 from tests.fixtures.services import fresh_pg_database, redis_prefix, redis_url
+from tests.fixtures.storage import migrated_url, store
 
-__all__ = ["fresh_pg_database", "redis_prefix", "redis_url"]
+__all__ = ["fresh_pg_database", "migrated_url", "redis_prefix", "redis_url", "store"]

@@ -77,6 +77,10 @@ class MintDecision:
     successor_id: str | None = None
     authorised_by_request_id: str | None = None
     """For a retry: the evidence row whose qualifying outcome licensed the hop."""
+    idempotency_key: str | None = None
+    """The caller's idempotency key, unique per tenant; a replay answers with this decision."""
+    request_fingerprint: str | None = None
+    """A digest of the request that carried idempotency_key, to tell a replay from a reuse."""
 
 
 @dataclass(frozen=True, slots=True)

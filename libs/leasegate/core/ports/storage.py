@@ -1,12 +1,47 @@
-"""What services need from durable storage. Implemented by leasegate.db on SQLite and Postgres."""
+"""What services need from durable storage. Implemented by leasegate.db on SQLite and Postgres.
+
+Refusals the database itself decides (they travel as these exceptions, never as driver errors):
+
+    DispatchLeaseHeld           a live lease already exists for this (tenant, dispatch_id)
+    LeaseCapacityExhausted      the account already holds lease_capacity live leases
+    CitedDecisionSuperseded     the cited decision already has a successor
+    KeyNotLive                  renewal of a key that is revoked, expired or unknown
+    IdempotencyKeyTaken         another decision already holds this (tenant, idempotency_key)
+
+Each is raised after the whole transaction was rolled back: nothing was written.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from leasegate.core.records import EvidenceRow, KeyRecord
+from leasegate.core.records import EvidenceRow, KeyRecord, MintDecision
+
+
+class StorageRefusal(Exception):
+    """Base of the refusals above."""
+
+
+class DispatchLeaseHeld(StorageRefusal):
+    pass
+
+
+class LeaseCapacityExhausted(StorageRefusal):
+    pass
+
+
+class CitedDecisionSuperseded(StorageRefusal):
+    pass
+
+
+class KeyNotLive(StorageRefusal):
+    pass
+
+
+class IdempotencyKeyTaken(StorageRefusal):
+    pass
 
 
 class KeyReader(Protocol):
@@ -29,3 +64,71 @@ class EvidenceReader(Protocol):
         limit: int = 100,
     ) -> list[EvidenceRow]:
         """Newest first."""
+
+    async def evidence_for_decisions(
+        self, decision_ids: Iterable[str]
+    ) -> dict[str, list[EvidenceRow]]:
+        """Every asked id is a key of the answer; each list newest first."""
+
+
+class DecisionReader(Protocol):
+    async def get_decision(self, decision_id: str) -> MintDecision | None: ...
+
+    async def decisions_for_dispatch(self, tenant: str, dispatch_id: str) -> list[MintDecision]:
+        """Oldest first."""
+
+    async def find_idempotent(self, tenant: str, idempotency_key: str) -> MintDecision | None:
+        """The decision recorded under this key; its request_fingerprint tells reuse apart."""
+
+
+class LeaseStore(KeyReader, Protocol):
+    """Mints, renewals and revocations. A lease is a live key row: nothing else to keep in step.
+
+    A key is live while `revoked_at IS NULL AND expires_at > now`; every path that ends one
+    reports whether *it* ended it, and exactly one path ever does.
+    """
+
+    async def record_decision(self, decision: MintDecision) -> None:
+        """Record a refused mint (no key). Raises IdempotencyKeyTaken."""
+
+    async def commit_mint(
+        self,
+        decision: MintDecision,
+        key: KeyRecord,
+        *,
+        lease_capacity: int | None,
+        now: datetime,
+    ) -> None:
+        """Record a selected mint and its key in one transaction, or nothing.
+
+        Raises DispatchLeaseHeld, LeaseCapacityExhausted, CitedDecisionSuperseded,
+        IdempotencyKeyTaken.
+        """
+
+    async def renew_key(
+        self,
+        old_key_id: str,
+        decision: MintDecision,
+        new_key: KeyRecord,
+        *,
+        lease_capacity: int | None,
+        now: datetime,
+    ) -> KeyRecord:
+        """Insert the new key, then revoke the old one ("renewed"); the old key after.
+
+        The old key's lease slot passes to the new key. Raises KeyNotLive,
+        LeaseCapacityExhausted (only when capacity was lowered below what is held).
+        """
+
+    async def revoke_key(
+        self, key_id: str, reason: str, now: datetime
+    ) -> tuple[KeyRecord | None, bool]:
+        """(the record after, whether this call ended the key). Unknown key: (None, False)."""
+
+    async def revoke_account_keys(
+        self, account_id: str, reason: str, now: datetime
+    ) -> list[KeyRecord]:
+        """End every live key of the account; returns the keys this call ended."""
+
+    async def live_lease_counts(self, account_ids: Iterable[str], now: datetime) -> dict[str, int]:
+        """Live keys per account; every asked id is a key of the answer."""

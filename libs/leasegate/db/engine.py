@@ -1,0 +1,107 @@
+"""One async engine per process, tuned per database.
+
+SQLite (the embedded mode): WAL so readers never block on the writer, foreign keys on, and every
+transaction begins with `BEGIN IMMEDIATE`, taking the write lock up front. Deferred
+transactions that read and then write deadlock under concurrency (neither can upgrade its
+lock); immediate ones simply queue on the busy timeout. That queue is also what serialises the
+lease-capacity check on SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.pool import Pool, StaticPool
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+PING_TIMEOUT_S = 2.0
+
+
+def make_engine(url: str, *, poolclass: type[Pool] | None = None) -> AsyncEngine:
+    """An engine for `url` (`sqlite+aiosqlite://` or `postgresql+asyncpg://`)."""
+    parsed = make_url(url)
+    options: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite":
+        in_memory = parsed.database in (None, "", ":memory:")
+        if poolclass is not None:
+            options["poolclass"] = poolclass
+        elif in_memory:
+            # every connection to :memory: is a new database; share the one
+            options["poolclass"] = StaticPool
+        else:
+            options.update(pool_size=5, max_overflow=5)
+        engine = create_async_engine(url, **options)
+        _tune_sqlite(engine, wal=not in_memory)
+        return engine
+    if poolclass is not None:
+        options["poolclass"] = poolclass
+    else:
+        options.update(pool_size=10, max_overflow=10, pool_timeout=30, pool_pre_ping=True)
+    return create_async_engine(url, **options)
+
+
+def _tune_sqlite(engine: AsyncEngine, *, wal: bool) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # stop the driver issuing its own deferred BEGIN; the "begin" hook below does it
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if wal:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Database:
+    """The engine and its sessions. Each `session()` is one transaction (a unit of work)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+    @classmethod
+    def connect(cls, url: str) -> Database:
+        return cls(make_engine(url))
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self.engine.dialect.name
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        async with self._sessions.begin() as session:
+            yield session
+
+    async def ping(self) -> bool:
+        """Whether the database answers a trivial query within a couple of seconds."""
+        try:
+            async with asyncio.timeout(PING_TIMEOUT_S), self.engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        except (SQLAlchemyError, OSError, TimeoutError):
+            return False
+        return True
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

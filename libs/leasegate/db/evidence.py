@@ -1,0 +1,71 @@
+"""Terminal evidence rows: written in batches by the proxy, read newest first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from leasegate.core.records import EvidenceRow
+from leasegate.db.convert import evidence_record, evidence_values
+from leasegate.db.engine import Database
+from leasegate.db.models import EvidenceRecordRow
+
+MAX_QUERY_LIMIT = 1000
+
+_NEWEST_FIRST = (EvidenceRecordRow.started_at.desc(), EvidenceRecordRow.request_id.desc())
+
+
+class EvidenceRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
+        """Insert rows; one whose request_id exists is ignored, so a flush may be replayed."""
+        if not rows:
+            return
+        dialect = postgresql if self._db.dialect == "postgresql" else sqlite
+        statement = dialect.insert(EvidenceRecordRow).on_conflict_do_nothing(
+            index_elements=[EvidenceRecordRow.request_id]
+        )
+        async with self._db.session() as session:
+            await session.execute(statement, [evidence_values(row) for row in rows])
+
+    async def query_evidence(
+        self,
+        *,
+        decision_id: str | None = None,
+        account_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+    ) -> list[EvidenceRow]:
+        """Newest first; `since` is inclusive; `limit` is clamped to 1..MAX_QUERY_LIMIT."""
+        query = select(EvidenceRecordRow).order_by(*_NEWEST_FIRST)
+        if decision_id is not None:
+            query = query.where(EvidenceRecordRow.mint_decision_id == decision_id)
+        if account_id is not None:
+            query = query.where(EvidenceRecordRow.account_id == account_id)
+        if since is not None:
+            query = query.where(EvidenceRecordRow.started_at >= since)
+        query = query.limit(max(1, min(limit, MAX_QUERY_LIMIT)))
+        async with self._db.session() as session:
+            return [evidence_record(row) for row in await session.scalars(query)]
+
+    async def evidence_for_decisions(
+        self, decision_ids: Iterable[str]
+    ) -> dict[str, list[EvidenceRow]]:
+        found: dict[str, list[EvidenceRow]] = {decision_id: [] for decision_id in decision_ids}
+        if not found:
+            return found
+        query = (
+            select(EvidenceRecordRow)
+            .where(EvidenceRecordRow.mint_decision_id.in_(found))
+            .order_by(*_NEWEST_FIRST)
+        )
+        async with self._db.session() as session:
+            for row in await session.scalars(query):
+                if row.mint_decision_id is not None:
+                    found[row.mint_decision_id].append(evidence_record(row))
+        return found

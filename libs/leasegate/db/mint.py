@@ -1,0 +1,173 @@
+"""Mints and renewals: each one transaction that writes everything or nothing.
+
+Lock order, everywhere: the account's `account_leases` row, then key rows. Keeping one order
+is what keeps concurrent mints, renewals and revocations free of deadlocks on Postgres; on
+SQLite every write transaction holds the database lock from BEGIN IMMEDIATE anyway.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from leasegate.core.ports.storage import (
+    CitedDecisionSuperseded,
+    DispatchLeaseHeld,
+    IdempotencyKeyTaken,
+    KeyNotLive,
+    LeaseCapacityExhausted,
+)
+from leasegate.core.records import KeyRecord, MintDecision
+from leasegate.db.convert import decision_values, key_record, key_values
+from leasegate.db.engine import Database
+from leasegate.db.keys import is_live
+from leasegate.db.models import AccountLeaseRow, KeyRow, MintDecisionRow, live_dispatch_of
+
+RENEWED = "renewed"
+
+
+class MintRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def record_decision(self, decision: MintDecision) -> None:
+        """A refused mint: the decision alone."""
+        try:
+            async with self._db.session() as session:
+                await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
+        except IntegrityError as exc:
+            raise _refusal(exc) from None
+
+    async def commit_mint(
+        self,
+        decision: MintDecision,
+        key: KeyRecord,
+        *,
+        lease_capacity: int | None,
+        now: datetime,
+    ) -> None:
+        try:
+            async with self._db.session() as session:
+                await _claim_dispatch(session, key, now)
+                if lease_capacity is not None:
+                    await _lock_account(session, self._db.dialect, key.account_id)
+                    await _check_capacity(session, key.account_id, lease_capacity, now)
+                if decision.cites_decision_id is not None:
+                    await _link_successor(session, decision.cites_decision_id, decision.id)
+                await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
+                await session.execute(insert(KeyRow).values(key_values(key)))
+        except IntegrityError as exc:
+            raise _refusal(exc) from None
+
+    async def renew_key(
+        self,
+        old_key_id: str,
+        decision: MintDecision,
+        new_key: KeyRecord,
+        *,
+        lease_capacity: int | None,
+        now: datetime,
+    ) -> KeyRecord:
+        try:
+            async with self._db.session() as session:
+                account_id = await session.scalar(
+                    select(KeyRow.account_id).where(KeyRow.key_id == old_key_id)
+                )
+                if account_id is None:
+                    raise KeyNotLive(old_key_id)
+                if account_id != new_key.account_id:
+                    raise ValueError("a renewal stays on the old key's account")
+                if lease_capacity is not None:
+                    await _lock_account(session, self._db.dialect, account_id)
+                # Ending the old key first frees its dispatch slot and its lease slot for the
+                # new one; the transaction makes the swap invisible until both exist.
+                ended = (
+                    await session.scalars(
+                        update(KeyRow)
+                        .where(KeyRow.key_id == old_key_id, is_live(now))
+                        .values(revoked_at=now, revoke_reason=RENEWED, live_dispatch=None)
+                        .returning(KeyRow)
+                        .execution_options(synchronize_session=False)
+                    )
+                ).one_or_none()
+                if ended is None:
+                    raise KeyNotLive(old_key_id)
+                if lease_capacity is not None:
+                    await _check_capacity(session, account_id, lease_capacity, now)
+                await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
+                await session.execute(insert(KeyRow).values(key_values(new_key)))
+                return key_record(ended)
+        except IntegrityError as exc:
+            raise _refusal(exc) from None
+
+
+async def _claim_dispatch(session: AsyncSession, key: KeyRecord, now: datetime) -> None:
+    """Release this dispatch's slot from keys that expired, then refuse if one is still live.
+
+    The check gives the right refusal before the capacity check; the UNIQUE on live_dispatch
+    is what enforces it against concurrent mints.
+    """
+    slot = live_dispatch_of(key.tenant, key.dispatch_id)
+    await session.execute(
+        update(KeyRow)
+        .where(KeyRow.live_dispatch == slot, KeyRow.expires_at <= now)
+        .values(live_dispatch=None)
+        .execution_options(synchronize_session=False)
+    )
+    held = await session.scalar(select(KeyRow.key_id).where(KeyRow.live_dispatch == slot))
+    if held is not None:
+        raise DispatchLeaseHeld(held)
+
+
+async def _lock_account(session: AsyncSession, dialect_name: str, account_id: str) -> None:
+    """Serialise lease reservations on one account across every replica until commit."""
+    dialect = postgresql if dialect_name == "postgresql" else sqlite
+    await session.execute(
+        dialect.insert(AccountLeaseRow).values(account_id=account_id).on_conflict_do_nothing()
+    )
+    # FOR UPDATE is Postgres' row lock; SQLite renders none and is already serialised
+    await session.execute(
+        select(AccountLeaseRow.account_id)
+        .where(AccountLeaseRow.account_id == account_id)
+        .with_for_update()
+    )
+
+
+async def _check_capacity(
+    session: AsyncSession, account_id: str, capacity: int, now: datetime
+) -> None:
+    held = await session.scalar(
+        select(func.count())
+        .select_from(KeyRow)
+        .where(KeyRow.account_id == account_id, is_live(now))
+    )
+    if (held or 0) >= capacity:
+        raise LeaseCapacityExhausted(account_id)
+
+
+async def _link_successor(session: AsyncSession, cited_id: str, successor_id: str) -> None:
+    linked = await session.scalar(
+        update(MintDecisionRow)
+        .where(MintDecisionRow.id == cited_id, MintDecisionRow.successor_id.is_(None))
+        .values(successor_id=successor_id)
+        .returning(MintDecisionRow.id)
+        .execution_options(synchronize_session=False)
+    )
+    if linked is None:
+        raise CitedDecisionSuperseded(cited_id)
+
+
+def _refusal(exc: IntegrityError) -> Exception:
+    """Name the constraint a concurrent writer won on; anything else is a bug, re-raised."""
+    message = str(exc.orig)
+    if "live_dispatch" in message:
+        return DispatchLeaseHeld(message)
+    if "idempotency_key" in message:
+        return IdempotencyKeyTaken(message)
+    if "successor_id" in message:
+        return CitedDecisionSuperseded(message)
+    return exc

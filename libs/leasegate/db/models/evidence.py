@@ -1,0 +1,38 @@
+"""`evidence`: one terminal row per proxied request that presented a key."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, Float, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from leasegate.db.models.base import Base
+
+
+class EvidenceRecordRow(Base):
+    __tablename__ = "evidence"
+    __table_args__ = (Index("ix_evidence_account_started", "account_id", "started_at"),)
+
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str | None] = mapped_column(String(64))
+    mint_decision_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    account_id: Mapped[str | None] = mapped_column(String(64))
+    requested_model: Mapped[str | None] = mapped_column(Text)
+    served_model: Mapped[str | None] = mapped_column(Text)
+    endpoint: Mapped[str] = mapped_column(Text)
+    stream: Mapped[bool] = mapped_column(Boolean)
+    upstream_status: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(32))
+    refusal_reason: Mapped[str | None] = mapped_column(String(64))
+    error_code: Mapped[str | None] = mapped_column(Text)
+    scope: Mapped[str | None] = mapped_column(String(16))
+    qualifying: Mapped[bool] = mapped_column(Boolean)
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    cache_read_input_tokens: Mapped[int | None] = mapped_column(Integer)
+    cache_creation_input_tokens: Mapped[int | None] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    first_byte_ms: Mapped[float | None] = mapped_column(Float)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    malformed_chunks: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,41 @@
+"""`mint_decisions`: one row per mint, refused or not."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from leasegate.db.models.base import Base
+
+
+class MintDecisionRow(Base):
+    __tablename__ = "mint_decisions"
+    __table_args__ = (
+        # A caller's idempotency key names one decision per tenant; NULL keys never collide.
+        UniqueConstraint("tenant", "idempotency_key"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime]
+    tenant: Mapped[str] = mapped_column(Text)
+    dispatch_id: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)
+    role: Mapped[str | None] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(16))
+    outcome: Mapped[str] = mapped_column(String(16))
+    hop: Mapped[int] = mapped_column(Integer)
+    fallback_position: Mapped[int | None] = mapped_column(Integer)
+    account_id: Mapped[str | None] = mapped_column(String(64))
+    served_model: Mapped[str | None] = mapped_column(Text)
+    refusal_code: Mapped[str | None] = mapped_column(String(64))
+    passed_over: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    key_id: Mapped[str | None] = mapped_column(String(64))
+    cites_decision_id: Mapped[str | None] = mapped_column(String(64))
+    # UNIQUE: a decision is the successor of at most one decision, so hop chains never branch.
+    successor_id: Mapped[str | None] = mapped_column(String(64), unique=True)
+    authorised_by_request_id: Mapped[str | None] = mapped_column(String(64))
+    idempotency_key: Mapped[str | None] = mapped_column(Text)
+    request_fingerprint: Mapped[str | None] = mapped_column(String(128))
