@@ -16,10 +16,10 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def stores_env(mode: str, request: pytest.FixtureRequest) -> dict[str, str | None]:
+async def stores_env(mode: str, request: pytest.FixtureRequest) -> dict[str, str]:
     """Database and Redis settings for the mode: SQLite and nothing, or Postgres and Redis."""
     if mode == "embedded":
-        return {"database_url": None, "redis_url": None, "redis_prefix": None}
+        return {}
     return {
         "database_url": request.getfixturevalue("fresh_pg_database"),
         "redis_url": request.getfixturevalue("redis_url"),
@@ -28,7 +28,7 @@ async def stores_env(mode: str, request: pytest.FixtureRequest) -> dict[str, str
 
 
 @pytest.fixture
-async def gateway(tmp_path: Path, stores_env: dict[str, str | None]) -> AsyncIterator[Gateway]:
+async def gateway(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Gateway]:
     """One openai account serving gpt-4o (aliased) and gpt-4o-mini, one anthropic account."""
     async with MockUpstream() as upstream:
         accounts = [

@@ -71,6 +71,7 @@ CODES: dict[str, CodeInfo] = {
     "not-configured": CodeInfo(409, _CONFLICT, "rejected"),
     "administratively-disabled": CodeInfo(409, _CONFLICT, "rejected"),
     "administratively-draining": CodeInfo(409, _CONFLICT, "rejected"),
+    "lease-capacity-exhausted": CodeInfo(409, _CONFLICT, "held"),
     # proxy refusals
     "key-invalid": CodeInfo(401, _AUTH, "rejected"),
     "key-revoked": CodeInfo(401, _AUTH, "rejected"),

@@ -55,7 +55,7 @@ class RedisRevocationBus:
                 await asyncio.sleep(_RECONNECT_DELAY_S)
             finally:
                 with contextlib.suppress(RedisError, OSError):
-                    await pubsub.aclose()
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def aclose(self) -> None:
         if self._task is not None:

@@ -33,7 +33,8 @@ class Stores:
     redis: aioredis.Redis | None
 
     async def ping_database(self) -> None:
-        await self.database.ping()
+        if not await self.database.ping():
+            raise ConnectionError("database unreachable")
 
     async def ping_redis(self) -> None:
         if self.redis is not None:

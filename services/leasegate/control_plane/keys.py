@@ -11,7 +11,7 @@ from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.views import key_view, mint_view
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
-from leasegate.core.ports.storage import KeyNotLive
+from leasegate.core.ports.storage import KeyNotLive, LeaseCapacityExhausted
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import hash_secret, new_key
 from leasegate.routing.selection import filter_code
@@ -81,11 +81,14 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
         expires_at=now + timedelta(seconds=ttl),
     )
     try:
-        await store.renew_key(
-            key_id, decision, new, now, lease_capacity=candidate.account.lease_capacity
+        ended = await store.renew_key(
+            key_id, decision, new, lease_capacity=candidate.account.lease_capacity, now=now
         )
     except KeyNotLive:
         raise GatewayError("key-not-live", "the key ended while renewing: mint again") from None
-    ended = await store.get_key(key_id)
-    await runtime.announce_revoked([ended or old])
+    except LeaseCapacityExhausted:
+        raise GatewayError(
+            "lease-capacity-exhausted", "the account's lease ceiling is reached", status=409
+        ) from None
+    await runtime.announce_revoked([ended])
     return mint_view(decision, token, new)

@@ -47,9 +47,9 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
     try:
         upstream = await runtime.clients.send(account.id, upstream_request)
     except httpx.HTTPError as exc:
-        refusal, observation = observe_send_error(exc)
+        error, observation = observe_send_error(exc)
         await runtime.finish(attempt, observation)
-        return refusal_response(refusal, attempt.request_id, key)
+        return refusal_response(error, attempt.request_id, key)
     except BaseException:
         # Cancelled while waiting for headers (client gone, or shutdown): still one row,
         # and the slot goes back.
