@@ -23,8 +23,7 @@ import socket
 import struct
 import sys
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from leasegate.demo.upstream_payloads import (
@@ -35,58 +34,13 @@ from leasegate.demo.upstream_payloads import (
     render,
     with_model,
 )
+from leasegate.demo.upstream_script import MockRequest, Reply, Script
+
+__all__ = ["DEFAULT_CHUNKS", "MockRequest", "MockUpstream", "Reply", "Script", "main"]
 
 DEFAULT_CHUNKS = 20
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 _MAX_TEMPLATES = 64
-
-
-@dataclass(frozen=True, slots=True)
-class MockRequest:
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    """Lower-case names; a repeated header keeps its last value."""
-    body: bytes
-    json: dict[str, object] | None
-    """The parsed body when it is a JSON object."""
-
-    @property
-    def stream(self) -> bool:
-        return self.json is not None and self.json.get("stream") is True
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """How to answer one request. The defaults answer like a healthy provider."""
-
-    status: int = 200
-    headers: Mapping[str, str] = field(default_factory=dict)
-    body: bytes | None = None
-    """A complete body to send as JSON instead of the rendered one (e.g. an error payload)."""
-    chunks: Sequence[bytes] | None = None
-    """SSE chunks to stream instead of the rendered ones (each sent as its own HTTP chunk)."""
-    chunk_delay_s: float = 0.0
-    """Pause before every chunk but the first."""
-    chunk_delays: Sequence[float] = ()
-    """Pause before chunk i; overrides chunk_delay_s for the chunks it covers."""
-    error_after: int | None = None
-    """Send N chunks, then the provider's own error event, then end the stream."""
-    cut_after: int | None = None
-    """Send N chunks, then close the connection without ending the chunked body."""
-    headers_delay_s: float = 0.0
-    """Wait before the status line; math.inf hangs until the server stops."""
-    reset: bool = False
-    """Reset the connection (RST) instead of answering."""
-
-    @classmethod
-    def json_error(
-        cls, status: int, payload: Mapping[str, object], headers: Mapping[str, str] | None = None
-    ) -> Reply:
-        return cls(status=status, headers=headers or {}, body=json.dumps(payload).encode())
-
-
-Script = Callable[[MockRequest], Reply | None]
 
 
 class MockUpstream:
@@ -101,6 +55,7 @@ class MockUpstream:
         self.chunks = chunks
         self.requests: deque[MockRequest] = deque(maxlen=max_recorded)
         self.count = 0
+        self.connections = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.host = "127.0.0.1"
@@ -108,7 +63,8 @@ class MockUpstream:
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self._templates: dict[tuple[str, bool], Rendered] = {}
+        self._templates: dict[tuple[str, bool, int], Rendered] = {}
+        self._wire: dict[tuple[str, bool, int, str], bytes] = {}
 
     @property
     def url(self) -> str:
@@ -143,6 +99,7 @@ class MockUpstream:
         await self.stop()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         task = asyncio.current_task()
         if task is not None:
             self._handlers.add(task)
@@ -176,8 +133,18 @@ class MockUpstream:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            reply = (self.script(request) if self.script is not None else None) or Reply()
-            keep = await self._answer(request, reply, writer)
+            reply = self.script(request) if self.script is not None else None
+            if (
+                reply is None
+                and request.method == "POST"
+                and request.json is not None
+                and request.path in ENDPOINTS
+            ):
+                writer.write(self._default_wire(request, request.json))
+                await writer.drain()
+                keep = True
+            else:
+                keep = await self._answer(request, reply or Reply(), writer)
         finally:
             self.in_flight -= 1
         return keep and request.headers.get("connection", "").lower() != "close"
@@ -219,8 +186,25 @@ class MockUpstream:
             )
         return True
 
+    def _default_wire(self, request: MockRequest, body: Mapping[str, object]) -> bytes:
+        """The whole default response, status line to last byte, cached per model."""
+        model = str(body.get("model", "mock-model"))
+        key = (request.path, request.stream, self.chunks, model)
+        wire = self._wire.get(key)
+        if wire is None:
+            rendered = self._rendered(request.path, request.stream)
+            if rendered.body is not None:
+                wire = _body_wire(200, {}, with_model(rendered.body, model))
+            else:
+                chunks = [with_model(c, model) for c in rendered.chunks]
+                wire = _stream_wire(Reply(), chunks, b"")
+            if len(self._wire) >= _MAX_TEMPLATES:
+                self._wire.clear()
+            self._wire[key] = wire
+        return wire
+
     def _rendered(self, path: str, stream: bool) -> Rendered:
-        key = (path, stream)
+        key = (path, stream, self.chunks)
         rendered = self._templates.get(key)
         if rendered is None:
             if len(self._templates) >= _MAX_TEMPLATES:
@@ -263,10 +247,14 @@ def _head(status: int, headers: Mapping[str, str], framing: str, content_type: s
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+def _body_wire(status: int, headers: Mapping[str, str], body: bytes) -> bytes:
+    return _head(status, headers, f"content-length: {len(body)}", "application/json") + body
+
+
 async def _send_body(
     writer: asyncio.StreamWriter, status: int, headers: Mapping[str, str], body: bytes
 ) -> None:
-    writer.write(_head(status, headers, f"content-length: {len(body)}", "application/json") + body)
+    writer.write(_body_wire(status, headers, body))
     await writer.drain()
 
 
@@ -274,33 +262,41 @@ def _frame(chunk: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(chunk), chunk)
 
 
+def _stream_parts(reply: Reply, chunks: Sequence[bytes], error: bytes) -> tuple[bytes, int, bytes]:
+    """The head, how many chunks to send, and what ends the body (nothing when cut)."""
+    limit = len(chunks)
+    if reply.error_after is not None:
+        limit = min(limit, reply.error_after)
+    if reply.cut_after is not None:
+        limit = min(limit, reply.cut_after)
+    head = _head(reply.status, reply.headers, "transfer-encoding: chunked", "text/event-stream")
+    ending = (_frame(error) if reply.error_after is not None else b"") + b"0\r\n\r\n"
+    return head, limit, b"" if reply.cut_after is not None else ending
+
+
+def _stream_wire(reply: Reply, chunks: Sequence[bytes], error: bytes) -> bytes:
+    head, limit, ending = _stream_parts(reply, chunks, error)
+    return head + b"".join(_frame(c) for c in chunks[:limit]) + ending
+
+
 async def _send_stream(
     writer: asyncio.StreamWriter, reply: Reply, chunks: Sequence[bytes], error: bytes
 ) -> bool:
     """Stream `chunks` as SSE; whether the connection is still usable afterwards."""
-    limit = min(
-        len(chunks),
-        reply.error_after if reply.error_after is not None else len(chunks),
-        reply.cut_after if reply.cut_after is not None else len(chunks),
-    )
-    head = _head(reply.status, reply.headers, "transfer-encoding: chunked", "text/event-stream")
-    ending = (_frame(error) if reply.error_after is not None else b"") + b"0\r\n\r\n"
-    if reply.cut_after is not None:
-        ending = b""
     if reply.chunk_delay_s == 0 and not reply.chunk_delays:
-        # The benchmark path: everything in one write.
-        writer.write(head + b"".join(_frame(c) for c in chunks[:limit]) + ending)
+        writer.write(_stream_wire(reply, chunks, error))
         await writer.drain()
-    else:
-        writer.write(head)
-        for i, chunk in enumerate(chunks[:limit]):
-            delay = reply.chunk_delays[i] if i < len(reply.chunk_delays) else reply.chunk_delay_s
-            if delay > 0 and (i > 0 or i < len(reply.chunk_delays)):
-                await asyncio.sleep(delay)
-            writer.write(_frame(chunk))
-            await writer.drain()
-        writer.write(ending)
+        return reply.cut_after is None
+    head, limit, ending = _stream_parts(reply, chunks, error)
+    writer.write(head)
+    for i, chunk in enumerate(chunks[:limit]):
+        delay = reply.chunk_delays[i] if i < len(reply.chunk_delays) else reply.chunk_delay_s
+        if delay > 0 and (i > 0 or i < len(reply.chunk_delays)):
+            await asyncio.sleep(delay)
+        writer.write(_frame(chunk))
         await writer.drain()
+    writer.write(ending)
+    await writer.drain()
     return reply.cut_after is None
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 import httpx
 from pydantic import SecretStr
 
 from leasegate.accounts import Account, Registry
-from leasegate.config import Settings
 
 ANTHROPIC_VERSION = b"2023-06-01"
 
@@ -43,6 +43,18 @@ _CONNECT_S = 10.0
 _WRITE_S = 30.0
 
 
+class PoolSettings(Protocol):
+    """The part of `leasegate.config.Settings` the clients read (a sibling adapter package,
+    so it is named structurally rather than imported)."""
+
+    @property
+    def upstream_max_connections(self) -> int: ...
+    @property
+    def upstream_headers_timeout_s(self) -> float: ...
+    @property
+    def upstream_pool_timeout_s(self) -> float: ...
+
+
 class UnknownAccountError(LookupError):
     """No configured account by this id (names the id only)."""
 
@@ -54,7 +66,7 @@ class UpstreamClients:
         self,
         registry: Registry,
         credentials: Mapping[str, SecretStr],
-        settings: Settings,
+        settings: PoolSettings,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self._clients: dict[str, httpx.AsyncClient] = {}
@@ -106,7 +118,7 @@ class UpstreamClients:
 
 
 def _client(
-    account: Account, settings: Settings, transport: httpx.AsyncBaseTransport | None
+    account: Account, settings: PoolSettings, transport: httpx.AsyncBaseTransport | None
 ) -> httpx.AsyncClient:
     size = account.max_connections or settings.upstream_max_connections
     read = account.headers_timeout_s or settings.upstream_headers_timeout_s

@@ -2,17 +2,19 @@
 
 The proxy passes every chunk through unchanged and also feeds it here. The scanner never
 re-encodes anything and parses JSON only for the few events that can carry what it needs:
-each event's data is first tested with C-speed substring checks for a marker (`"usage"`,
-`"error"`, `"finish_reason"`, `message_stop`, ...), and only a hit is parsed and confirmed.
+each event's data is first searched (one compiled regex, in C) for a marker key (`"usage"`,
+`"error"`, `"finish_reason"` not followed by `null`, `message_stop`, ...), and only a hit is
+parsed and confirmed, so generated text that happens to contain a marker changes nothing.
 
 Malformed data is counted by shape (a JSON object must start with `{` and end with `}`), plus
-any gated event that fails to parse: a cheap check that catches cut or garbled chunks without
-parsing every one.
+any event that passed the gate and failed to parse: a cheap check that catches cut or garbled
+chunks without parsing every one.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from leasegate.upstream.payloads import (
     Dialect,
@@ -39,29 +41,17 @@ __all__ = [
 DIALECTS: tuple[Dialect, ...] = ("openai", "anthropic", "responses")
 
 _DONE = b"[DONE]"
-_ERROR = b'"error"'
 _ERROR_EVENT = b"error"
-_FINISH = b'"finish_reason"'
-_FINISH_NULL = (b'"finish_reason":null', b'"finish_reason": null')
-_USAGE = b'"usage"'
-_USAGE_NULL = (b'"usage":null', b'"usage": null')
-_MESSAGE_START = b'"message_start"'
-_MESSAGE_DELTA = b'"message_delta"'
-_MESSAGE_STOP = b'"message_stop"'
-_RESPONSE_END = (b'"response.completed"', b'"response.incomplete"', b'"response.failed"')
 
-_UNPARSED: object = object()
-
-
-def _loads(payload: bytes) -> object:
-    try:
-        return json.loads(payload)
-    except (ValueError, RecursionError):
-        return _UNPARSED
-
-
-def _more_than_nulls(payload: bytes, marker: bytes, nulls: tuple[bytes, bytes]) -> bool:
-    return payload.count(marker) > payload.count(nulls[0]) + payload.count(nulls[1])
+# One C-speed search per event decides whether it is worth parsing: a key that can carry an
+# error, a finish reason, usage or the end of the stream, and is not followed by `null`.
+_GATES = {
+    "openai": re.compile(rb'"(?:error|finish_reason|usage)"(?!\s*:\s*null)'),
+    "anthropic": re.compile(rb'"(?:error|message_start|message_delta|message_stop)"'),
+    "responses": re.compile(
+        rb'"(?:error|response\.completed|response\.incomplete|response\.failed)"(?!\s*:\s*null)'
+    ),
+}
 
 
 class StreamScanner:
@@ -75,6 +65,7 @@ class StreamScanner:
     __slots__ = (
         "_data",
         "_event",
+        "_gate",
         "_partial",
         "completed",
         "dialect",
@@ -93,6 +84,7 @@ class StreamScanner:
         self.completed = False
         self.malformed = 0
         self.events = 0
+        self._gate = _GATES[dialect].search
         self._partial: list[bytes] = []
         self._data: list[bytes] = []
         self._event = b""
@@ -112,28 +104,24 @@ class StreamScanner:
             block = chunk[:end]
         if end + 1 < len(chunk):
             self._partial.append(chunk[end + 1 :])
+        # The line loop is inlined: it runs for every line of every stream.
         for line in block.split(b"\n"):
-            self._line(line)
+            if line.startswith(b"data:"):
+                self._data.append(line[5:])
+            elif not line or line == b"\r":
+                if self._data:
+                    self._dispatch()
+                self._event = b""
+            elif line.startswith(b"event:"):
+                self._event = line[6:].strip()
+            # id:, retry: and comment lines (": keep-alive") carry nothing we record.
 
     def close(self) -> None:
         """The stream ended: account for a last line or event with no terminator."""
         if self._partial:
-            line = b"".join(self._partial)
-            self._partial.clear()
-            self._line(line)
+            self.feed(b"\n")
         if self._data:
             self._dispatch()
-
-    def _line(self, line: bytes) -> None:
-        if line.startswith(b"data:"):
-            self._data.append(line[5:])
-        elif not line or line == b"\r":
-            if self._data:
-                self._dispatch()
-            self._event = b""
-        elif line.startswith(b"event:"):
-            self._event = line[6:].strip()
-        # id:, retry: and comment lines (": keep-alive") carry nothing we record.
 
     def _dispatch(self) -> None:
         data = self._data
@@ -150,62 +138,40 @@ class StreamScanner:
             if event == _ERROR_EVENT:
                 self._record_error(None, None)
             return
-        if self.dialect == "openai":
-            self._openai(payload, event)
-        elif self.dialect == "anthropic":
-            self._anthropic(payload, event)
-        else:
-            self._responses(payload, event)
-
-    def _parse(self, payload: bytes) -> dict[str, object] | None:
-        parsed = _loads(payload)
-        if parsed is _UNPARSED:
+        if event != _ERROR_EVENT and self._gate(payload) is None:
+            return
+        try:
+            obj = json.loads(payload)
+        except (ValueError, RecursionError):
             self.malformed += 1
-            return None
-        return parsed if isinstance(parsed, dict) else None
+            return
+        if not isinstance(obj, dict):
+            return
+        if event == _ERROR_EVENT:
+            self._record_error(*error_fields_of(obj))
+        elif self.dialect == "openai":
+            self._openai(obj)
+        elif self.dialect == "anthropic":
+            self._anthropic(obj)
+        else:
+            self._responses(obj)
 
     def _record_error(self, type_: str | None, code: str | None) -> None:
         if self.error is None:
             self.error = StreamError(type_, code)
 
-    def _openai(self, payload: bytes, event: bytes) -> None:
-        wants_error = event == _ERROR_EVENT or _ERROR in payload
-        wants_finish = not self.completed and _FINISH in payload
-        wants_usage = _USAGE in payload
-        if not (wants_error or wants_finish or wants_usage):
-            return
-        if wants_finish:
-            wants_finish = _more_than_nulls(payload, _FINISH, _FINISH_NULL)
-        if wants_usage:
-            wants_usage = _more_than_nulls(payload, _USAGE, _USAGE_NULL)
-        if not (wants_error or wants_finish or wants_usage):
-            return
-        obj = self._parse(payload)
-        if obj is None:
-            return
-        error = obj.get("error")
-        if error is not None or event == _ERROR_EVENT:
+    def _openai(self, obj: dict[str, object]) -> None:
+        if obj.get("error") is not None:
             self._record_error(*error_fields_of(obj))
-        if wants_finish and _has_finish_reason(obj):
+        if not self.completed and _has_finish_reason(obj):
             self.completed = True
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self.usage = openai_usage(usage)
 
-    def _anthropic(self, payload: bytes, event: bytes) -> None:
-        if not (
-            event == _ERROR_EVENT
-            or _ERROR in payload
-            or _MESSAGE_START in payload
-            or _MESSAGE_DELTA in payload
-            or _MESSAGE_STOP in payload
-        ):
-            return
-        obj = self._parse(payload)
-        if obj is None:
-            return
+    def _anthropic(self, obj: dict[str, object]) -> None:
         kind = obj.get("type")
-        if kind == "error" or event == _ERROR_EVENT:
+        if kind == "error":
             self._record_error(*error_fields_of(obj))
         elif kind == "message_start":
             message = obj.get("message")
@@ -219,18 +185,9 @@ class StreamScanner:
         elif kind == "message_stop":
             self.completed = True
 
-    def _responses(self, payload: bytes, event: bytes) -> None:
-        if not (
-            event == _ERROR_EVENT
-            or _ERROR in payload
-            or any(marker in payload for marker in _RESPONSE_END)
-        ):
-            return
-        obj = self._parse(payload)
-        if obj is None:
-            return
+    def _responses(self, obj: dict[str, object]) -> None:
         kind = obj.get("type")
-        if kind == "error" or event == _ERROR_EVENT:
+        if kind == "error":
             self._record_error(*error_fields_of(obj))
             return
         if kind not in ("response.completed", "response.incomplete", "response.failed"):
