@@ -1,0 +1,160 @@
+"""One httpx.AsyncClient per account, built once, each with its own connection pool.
+
+Separate pools are what keep one account's saturation from slowing another's requests: a
+request waits only for its own account's connections, and a wait past the pool timeout is the
+gateway's refusal `upstream-pool-exhausted` (see failures.py), not an upstream failure.
+
+The credential is attached here and nowhere else. It is held as pre-encoded header bytes in
+a private table, never in a repr, and never in an exception this module raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+import httpx
+from pydantic import SecretStr
+
+from leasegate.accounts import Account, Registry
+
+ANTHROPIC_VERSION = b"2023-06-01"
+
+FORWARDED_HEADERS = frozenset(
+    {
+        "content-type",
+        "accept",
+        "user-agent",
+        "anthropic-version",
+        "anthropic-beta",
+        "openai-beta",
+        # OpenRouter's app attribution
+        "http-referer",
+        "x-title",
+    }
+)
+"""Caller headers passed upstream. Everything else is dropped: the caller's own key
+(authorization, x-api-key), cookies, host, content-length, hop-by-hop headers, and headers that
+would pick a billing identity other than the account's (openai-organization, openai-project)."""
+
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]+")
+_CONNECT_S = 10.0
+_WRITE_S = 30.0
+
+
+class PoolSettings(Protocol):
+    """The part of `leasegate.config.Settings` the clients read (a sibling adapter package,
+    so it is named structurally rather than imported)."""
+
+    @property
+    def upstream_max_connections(self) -> int: ...
+    @property
+    def upstream_headers_timeout_s(self) -> float: ...
+    @property
+    def upstream_pool_timeout_s(self) -> float: ...
+
+
+class UnknownAccountError(LookupError):
+    """No configured account by this id (names the id only)."""
+
+
+class UpstreamClients:
+    """`send` returns a streaming response: the caller reads it and must `aclose()` it."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        credentials: Mapping[str, SecretStr],
+        settings: PoolSettings,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._auth: dict[str, tuple[tuple[bytes, bytes], ...]] = {}
+        for account in registry.accounts:
+            credential = credentials.get(account.id)
+            if credential is None:
+                continue
+            self._auth[account.id] = _auth_headers(account, credential)
+            self._clients[account.id] = _client(account, settings, transport)
+
+    def __repr__(self) -> str:
+        return f"UpstreamClients(accounts={sorted(self._clients)!r})"
+
+    def client(self, account_id: str) -> httpx.AsyncClient:
+        try:
+            return self._clients[account_id]
+        except KeyError:
+            raise UnknownAccountError(f"no configured account {account_id!r}") from None
+
+    def build_request(
+        self,
+        account: Account,
+        path: str,
+        body: bytes,
+        caller_headers: Mapping[str, str] | Iterable[tuple[str, str]],
+    ) -> httpx.Request:
+        """POST `account.base_url + path` with the account's credential and the caller's
+        safe headers (case-insensitive names; Starlette's Headers or plain pairs)."""
+        client = self.client(account.id)
+        headers = _forwarded(caller_headers)
+        if account.speaks_anthropic and not any(
+            name == b"anthropic-version" for name, _ in headers
+        ):
+            headers.append((b"anthropic-version", ANTHROPIC_VERSION))
+        if not any(name == b"content-type" for name, _ in headers):
+            headers.append((b"content-type", b"application/json"))
+        headers.extend(self._auth[account.id])
+        return client.build_request("POST", account.base_url + path, content=body, headers=headers)
+
+    async def send(self, account_id: str, request: httpx.Request) -> httpx.Response:
+        """Send on the account's own pool. Raises httpx.TransportError subclasses: map them
+        with `failures.send_failure`."""
+        return await self.client(account_id).send(request, stream=True)
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.aclose()
+
+
+def _client(
+    account: Account, settings: PoolSettings, transport: httpx.AsyncBaseTransport | None
+) -> httpx.AsyncClient:
+    size = account.max_connections or settings.upstream_max_connections
+    read = account.headers_timeout_s or settings.upstream_headers_timeout_s
+    return httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+        timeout=httpx.Timeout(
+            connect=_CONNECT_S, read=read, write=_WRITE_S, pool=settings.upstream_pool_timeout_s
+        ),
+        transport=transport,
+        # The proxy relays bytes as they come and scans them for usage: no compression.
+        headers={"accept-encoding": "identity"},
+        # No proxies, netrc credentials or redirects picked up from the environment.
+        trust_env=False,
+        follow_redirects=False,
+    )
+
+
+def _auth_headers(account: Account, credential: SecretStr) -> tuple[tuple[bytes, bytes], ...]:
+    secret = credential.get_secret_value()
+    # A control character would make h11 raise with the header value in its message.
+    if not secret or not secret.isascii() or not secret.isprintable() or " " in secret:
+        raise ValueError(f"account {account.id!r}: the credential is not a valid header value")
+    token = secret.encode("ascii")
+    if account.speaks_anthropic:
+        return ((b"x-api-key", token),)
+    return ((b"authorization", b"Bearer " + token),)
+
+
+def _forwarded(
+    caller_headers: Mapping[str, str] | Iterable[tuple[str, str]],
+) -> list[tuple[bytes, bytes]]:
+    pairs = caller_headers.items() if isinstance(caller_headers, Mapping) else caller_headers
+    forwarded: list[tuple[bytes, bytes]] = []
+    for name, value in pairs:
+        lowered = name.lower()
+        if lowered in FORWARDED_HEADERS and _HEADER_VALUE.fullmatch(value):
+            # Starlette decodes header bytes as latin-1; re-encode the same way, losslessly.
+            forwarded.append((lowered.encode("ascii"), value.encode("latin-1")))
+    return forwarded

@@ -1,0 +1,145 @@
+"""What went wrong with an upstream call, as the classifier and the caller need to hear it.
+
+Transport exceptions before the response headers (`send_failure`):
+
+    httpx.PoolTimeout                     refused `upstream-pool-exhausted` (503, held): our own
+                                          pool had no free connection; the upstream is not blamed
+    ConnectError, ConnectTimeout, DNS,    connect-error (caller: 502 `upstream-unreachable`)
+    TLS, a reset or a protocol error
+    ReadTimeout, WriteTimeout             timeout (caller: 504 `upstream-timeout`)
+    LocalProtocolError, UnsupportedProtocol
+                                          refused `upstream-unreachable`: our request could not
+                                          be sent; nothing says the account is unwell
+
+After the headers (`stream_failure`): a read timeout is `timeout`, anything else `truncated`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+from leasegate.core.errors import GatewayError
+from leasegate.core.observation import Observation
+from leasegate.upstream.payloads import error_fields_of
+from leasegate.upstream.sse import StreamScanner
+
+
+@dataclass(frozen=True, slots=True)
+class SendFailure:
+    observation: Observation
+    """What the evidence row and the health store record."""
+    error: GatewayError
+    """What the caller is answered."""
+
+
+def send_failure(exc: httpx.TransportError, account_id: str) -> SendFailure:
+    """Map an exception raised by `UpstreamClients.send` (no headers arrived)."""
+    if isinstance(exc, httpx.PoolTimeout):
+        return _refused(
+            "upstream-pool-exhausted",
+            f"no free connection to account {account_id} within the pool timeout",
+        )
+    if isinstance(exc, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
+        return _refused(
+            "upstream-unreachable", f"the request to account {account_id} could not be sent"
+        )
+    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+        return SendFailure(
+            Observation(kind="timeout"),
+            GatewayError("upstream-timeout", f"account {account_id} did not answer in time"),
+        )
+    # ConnectError (DNS, refused, TLS), ConnectTimeout, ReadError/WriteError (a reset),
+    # RemoteProtocolError (closed before a status line), ProxyError.
+    return SendFailure(
+        Observation(kind="connect-error"),
+        GatewayError("upstream-unreachable", f"account {account_id} could not be reached"),
+    )
+
+
+def _refused(code: str, message: str) -> SendFailure:
+    return SendFailure(Observation(kind="refused", refusal_code=code), GatewayError(code, message))
+
+
+def stream_failure(exc: httpx.TransportError, status: int) -> Observation:
+    """Map an exception raised while reading a response whose headers had arrived."""
+    if isinstance(exc, httpx.TimeoutException):
+        return Observation(kind="timeout", status=status)
+    return Observation(kind="truncated", status=status)
+
+
+def stream_observation(scanner: StreamScanner, status: int) -> Observation:
+    """How a 2xx stream that ended without a transport error went (call after `close()`)."""
+    if scanner.error is not None:
+        return Observation(
+            kind="stream-error",
+            status=status,
+            error_type=scanner.error.type,
+            error_code=scanner.error.code,
+        )
+    if not scanner.completed:
+        return Observation(kind="truncated", status=status)
+    return Observation(kind="response", status=status)
+
+
+def response_observation(
+    status: int, headers: Mapping[str, str], body: bytes, now: datetime | None = None
+) -> Observation:
+    """A complete response: a success, or an error status with its payload's identifiers."""
+    if status < 400:
+        return Observation(kind="response", status=status)
+    error_type, error_code = error_fields(body)
+    return Observation(
+        kind="response",
+        status=status,
+        error_type=error_type,
+        error_code=error_code,
+        retry_after_s=retry_after_seconds(headers, now),
+    )
+
+
+def error_fields(body: bytes) -> tuple[str | None, str | None]:
+    """(type, code) of an upstream error payload; (None, None) when it has neither."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, None
+    return error_fields_of(obj) if isinstance(obj, dict) else (None, None)
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """Seconds the upstream asked us to wait: `retry-after-ms`, else `Retry-After` (seconds
+    or an HTTP-date). None when absent or unreadable. `headers`: httpx or Starlette headers,
+    or a mapping with lower-case keys."""
+    millis = _seconds(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _seconds(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

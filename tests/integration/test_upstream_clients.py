@@ -1,0 +1,303 @@
+"""The per-account clients against a real mock upstream: credentials, headers, streaming, pools."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from leasegate.accounts import Account, Provider, Registry
+from leasegate.config import Settings
+from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
+from leasegate.upstream.clients import UnknownAccountError, UpstreamClients
+from leasegate.upstream.failures import send_failure, stream_failure, stream_observation
+from leasegate.upstream.sse import StreamScanner
+
+SECRET = "sk-live-THE-REAL-CREDENTIAL"
+CALLER = {
+    "authorization": "Bearer lg_key_callers-virtual-key",
+    "x-api-key": "lg_key_callers-virtual-key",
+    "cookie": "session=abc",
+    "host": "proxy.internal",
+    "content-length": "999",
+    "openai-organization": "org-other",
+    "user-agent": "OpenAI/Python 1.99",
+    "content-type": "application/json",
+    "openai-beta": "assistants=v2",
+}
+CHAT = b'{"model": "gpt-4o", "messages": []}'
+STREAM = b'{"model": "gpt-4o", "stream": true}'
+
+
+def account(account_id: str, url: str, provider: Provider = "openai", **extra: object) -> Account:
+    return Account(
+        id=account_id,
+        provider=provider,
+        base_url=url,
+        credential_env="LEASEGATE_CRED_" + account_id.upper().replace("-", "_"),
+        models={"gpt-4o": "gpt-4o"},
+        configured=True,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def clients_for(*accounts: Account, **settings: object) -> UpstreamClients:
+    return UpstreamClients(
+        Registry(accounts),
+        {a.id: SecretStr(SECRET) for a in accounts},
+        Settings.model_validate(settings),
+    )
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[MockUpstream]:
+    async with MockUpstream() as mock:
+        yield mock
+
+
+async def call(clients: UpstreamClients, acct: Account, path: str, body: bytes) -> httpx.Response:
+    response = await clients.send(acct.id, clients.build_request(acct, path, body, CALLER))
+    await response.aread()
+    await response.aclose()
+    return response
+
+
+async def relay(response: httpx.Response, scanner: StreamScanner) -> None:
+    async for piece in response.aiter_raw():
+        scanner.feed(piece)
+
+
+async def test_credential_sent_and_callers_own_auth_never_forwarded(
+    upstream: MockUpstream,
+) -> None:
+    acct = account("openai-main", upstream.url)
+    clients = clients_for(acct)
+    try:
+        response = await call(clients, acct, "/v1/chat/completions", CHAT)
+    finally:
+        await clients.aclose()
+    assert response.status_code == 200
+    assert response.json()["model"] == "gpt-4o"
+    headers = upstream.requests[-1].headers
+    assert headers["authorization"] == f"Bearer {SECRET}"
+    assert "x-api-key" not in headers
+    assert "cookie" not in headers
+    assert "openai-organization" not in headers
+    assert headers["host"] != "proxy.internal"
+    assert headers["content-length"] == str(len(CHAT))
+    assert headers["user-agent"] == "OpenAI/Python 1.99"
+    assert headers["openai-beta"] == "assistants=v2"
+    assert headers["accept-encoding"] == "identity"
+    assert upstream.requests[-1].body == CHAT
+
+
+async def test_anthropic_gets_x_api_key_and_a_default_version(upstream: MockUpstream) -> None:
+    acct = account("claude", upstream.url, "anthropic")
+    clients = clients_for(acct)
+    try:
+        await call(clients, acct, "/v1/messages", CHAT)
+        pinned = clients.build_request(
+            acct, "/v1/messages", CHAT, [("Anthropic-Version", "2024-01-01")]
+        )
+        await (await clients.send(acct.id, pinned)).aclose()
+    finally:
+        await clients.aclose()
+    defaulted, kept = upstream.requests[-2].headers, upstream.requests[-1].headers
+    assert defaulted["x-api-key"] == SECRET
+    assert "authorization" not in defaulted
+    assert defaulted["anthropic-version"] == "2023-06-01"
+    assert kept["anthropic-version"] == "2024-01-01"
+
+
+async def test_base_url_path_prefix_is_kept(upstream: MockUpstream) -> None:
+    upstream.script = lambda request: Reply(body=b"{}")
+    acct = account("openrouter", upstream.url + "/api", "openrouter")
+    clients = clients_for(acct)
+    try:
+        await call(clients, acct, "/v1/chat/completions", CHAT)
+    finally:
+        await clients.aclose()
+    assert upstream.requests[-1].path == "/api/v1/chat/completions"
+
+
+async def test_the_credential_is_not_in_reprs_or_errors(upstream: MockUpstream) -> None:
+    acct = account("openai-main", upstream.url)
+    clients = clients_for(acct)
+    request = clients.build_request(acct, "/v1/chat/completions", CHAT, CALLER)
+    await clients.aclose()
+    assert SECRET not in repr(clients)
+    assert SECRET not in repr(request)
+    assert SECRET not in repr(request.headers)
+    with pytest.raises(UnknownAccountError) as unknown:
+        clients.client("nope")
+    assert SECRET not in str(unknown.value)
+    with pytest.raises(ValueError, match="openai-main") as bad:
+        UpstreamClients(Registry((acct,)), {acct.id: SecretStr(SECRET + "\n")}, Settings())
+    assert SECRET not in str(bad.value)
+
+
+async def test_a_stream_arrives_chunk_by_chunk(upstream: MockUpstream) -> None:
+    upstream.script = lambda request: Reply(chunk_delay_s=0.05)
+    upstream.chunks = 6
+    acct = account("openai-main", upstream.url)
+    clients = clients_for(acct)
+    arrivals: list[float] = []
+    scanner = StreamScanner("openai")
+    try:
+        request = clients.build_request(acct, "/v1/chat/completions", STREAM, CALLER)
+        response = await clients.send(acct.id, request)
+        async for piece in response.aiter_raw():
+            arrivals.append(time.monotonic())
+            scanner.feed(piece)
+        await response.aclose()
+    finally:
+        await clients.aclose()
+    scanner.close()
+    # 6 deltas, the finish chunk, the usage chunk, [DONE]: 8 pauses of 50 ms between them.
+    assert len(arrivals) >= 9
+    assert arrivals[-1] - arrivals[0] >= 0.3, "the first chunk came before the last was sent"
+    assert stream_observation(scanner, response.status_code).kind == "response"
+    assert scanner.usage.output_tokens == 6
+
+
+async def test_one_accounts_saturated_pool_does_not_slow_another(upstream: MockUpstream) -> None:
+    arrived = asyncio.Event()
+
+    def hang_for_slow(request: MockRequest) -> Reply | None:
+        if request.json is None or request.json.get("model") != "slow":
+            return None
+        arrived.set()
+        return Reply(headers_delay_s=math.inf)
+
+    upstream.script = hang_for_slow
+    a = account("acct-a", upstream.url, max_connections=1)
+    b = account("acct-b", upstream.url, max_connections=1)
+    clients = clients_for(a, b, upstream_pool_timeout_s=0.5)
+    path = "/v1/chat/completions"
+    hanging = asyncio.create_task(call(clients, a, path, b'{"model": "slow"}'))
+    try:
+        await asyncio.wait_for(arrived.wait(), 2)
+        started = time.monotonic()
+        assert (await call(clients, b, path, CHAT)).status_code == 200
+        assert time.monotonic() - started < 0.4
+        started = time.monotonic()
+        with pytest.raises(httpx.PoolTimeout) as exhausted:
+            await call(clients, a, path, CHAT)
+        assert 0.45 <= time.monotonic() - started < 3
+        failure = send_failure(exhausted.value, a.id)
+        assert failure.error.code == "upstream-pool-exhausted"
+        assert failure.observation.kind == "refused"
+        assert upstream.count == 2, "the refused request never reached the upstream"
+    finally:
+        hanging.cancel()
+        await asyncio.gather(hanging, return_exceptions=True)
+        await clients.aclose()
+
+
+async def test_slow_headers_are_a_timeout(upstream: MockUpstream) -> None:
+    upstream.script = lambda request: Reply(headers_delay_s=1.0)
+    acct = account("openai-main", upstream.url, headers_timeout_s=0.1)
+    clients = clients_for(acct)
+    try:
+        with pytest.raises(httpx.ReadTimeout) as timed_out:
+            await call(clients, acct, "/v1/chat/completions", CHAT)
+    finally:
+        await clients.aclose()
+    assert send_failure(timed_out.value, acct.id).observation.kind == "timeout"
+
+
+async def test_nothing_listening_and_a_reset_are_connect_errors(upstream: MockUpstream) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    upstream.script = lambda request: Reply(reset=True)
+    refused = account("refused", f"http://127.0.0.1:{closed_port}")
+    reset = account("reset", upstream.url)
+    clients = clients_for(refused, reset)
+    try:
+        for acct in (refused, reset):
+            with pytest.raises(httpx.TransportError) as failed:
+                await call(clients, acct, "/v1/chat/completions", CHAT)
+            assert send_failure(failed.value, acct.id).observation.kind == "connect-error"
+    finally:
+        await clients.aclose()
+
+
+async def test_a_stream_cut_mid_answer_is_truncated(upstream: MockUpstream) -> None:
+    upstream.script = lambda request: Reply(cut_after=3)
+    acct = account("openai-main", upstream.url)
+    clients = clients_for(acct)
+    scanner = StreamScanner("openai")
+    try:
+        request = clients.build_request(acct, "/v1/chat/completions", STREAM, CALLER)
+        response = await clients.send(acct.id, request)
+        with pytest.raises(httpx.RemoteProtocolError) as cut:
+            await relay(response, scanner)
+        await response.aclose()
+    finally:
+        await clients.aclose()
+    scanner.close()
+    assert scanner.events == 3
+    assert not scanner.completed
+    assert stream_failure(cut.value, 200).kind == "truncated"
+
+
+async def test_an_error_event_inside_a_200_stream(upstream: MockUpstream) -> None:
+    upstream.script = lambda request: Reply(error_after=2)
+    acct = account("claude", upstream.url, "anthropic")
+    clients = clients_for(acct)
+    scanner = StreamScanner("anthropic")
+    try:
+        request = clients.build_request(acct, "/v1/messages", STREAM, CALLER)
+        response = await clients.send(acct.id, request)
+        await relay(response, scanner)
+        await response.aclose()
+    finally:
+        await clients.aclose()
+    scanner.close()
+    observed = stream_observation(scanner, response.status_code)
+    assert (observed.kind, observed.status, observed.error_type) == (
+        "stream-error",
+        200,
+        "overloaded_error",
+    )
+
+
+async def test_a_mock_transport_can_stand_in_for_the_network() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"ok": True})
+
+    acct = account("openai-main", "https://api.example.test")
+    clients = UpstreamClients(
+        Registry((acct,)), {acct.id: SecretStr(SECRET)}, Settings(), httpx.MockTransport(handler)
+    )
+    try:
+        response = await call(clients, acct, "/v1/embeddings", CHAT)
+    finally:
+        await clients.aclose()
+    assert response.json() == {"ok": True}
+    assert str(seen[0].url) == "https://api.example.test/v1/embeddings"
+    assert seen[0].headers["authorization"] == f"Bearer {SECRET}"
+
+
+async def test_only_configured_accounts_get_a_client(upstream: MockUpstream) -> None:
+    configured = account("has-cred", upstream.url)
+    missing = account("no-cred", upstream.url)
+    clients = UpstreamClients(
+        Registry((configured, missing)), {configured.id: SecretStr(SECRET)}, Settings()
+    )
+    try:
+        assert clients.client(configured.id) is clients.client(configured.id)
+        with pytest.raises(UnknownAccountError):
+            clients.build_request(missing, "/v1/chat/completions", CHAT, {})
+    finally:
+        await clients.aclose()
