@@ -18,8 +18,13 @@ CONTROL_ROUTES = [
     ("GET", "/control/v2/accounts"),
     ("GET", "/control/v2/accounts/nope"),
 ]
-PROXY_ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses",
-                "/v1/messages"]
+PROXY_ROUTES = [
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/embeddings",
+    "/v1/responses",
+    "/v1/messages",
+]
 
 
 def _assert_envelope(status: int, body: dict[str, object], code: str | None = None) -> None:
@@ -85,8 +90,13 @@ async def test_oversized_body_is_413(gateway: Gateway) -> None:
 
 
 async def test_bad_evidence_queries(gateway: Gateway) -> None:
-    for query in ("limit=0", "limit=abc", "since=yesterday", "since=2026-01-01T00:00:00",
-                  "decision_id=%00"):
+    for query in (
+        "limit=0",
+        "limit=abc",
+        "since=yesterday",
+        "since=2026-01-01T00:00:00",
+        "decision_id=%00",
+    ):
         response = await gateway.client.get(
             f"{gateway.url}/control/v2/evidence?{query}", headers=gateway.control
         )
@@ -116,13 +126,23 @@ async def test_proxy_refuses_bad_keys_and_bodies(gateway: Gateway, path: str) ->
         _assert_envelope(response.status_code, response.json())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.dictionaries(st.text(max_size=12), st.none() | st.integers() | st.text(max_size=12)
-                            | st.lists(st.integers(), max_size=3), max_size=6))
-async def test_any_json_object_mint_body_is_never_a_5xx(gateway: Gateway, body: dict[str, object]) -> None:
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.dictionaries(
+        st.text(max_size=12),
+        st.none() | st.integers() | st.text(max_size=12) | st.lists(st.integers(), max_size=3),
+        max_size=6,
+    )
+)
+async def test_any_json_object_mint_body_is_never_a_5xx(
+    gateway: Gateway, body: dict[str, object]
+) -> None:
     response = await gateway.client.post(
         f"{gateway.url}/control/v2/keys", json=body, headers=gateway.control
     )
     assert response.status_code < 500 or response.json()["error"]["code"] in {
-        "no-eligible-account", "account-state-unavailable"
+        "no-eligible-account",
+        "account-state-unavailable",
     }

@@ -22,6 +22,7 @@ async def test_mint_call_and_evidence_with_token_counts(gateway: Gateway) -> Non
     request_id = response.headers["x-leasegate-request-id"]
 
     seen = gateway.upstreams[0].requests[-1]
+    assert seen.json is not None
     assert seen.json["model"] == "gpt-4o-2024-08-06"  # rewritten to the served name
     assert seen.headers["authorization"] == "Bearer sk-secret-openai-main"
     assert minted["key"] not in json.dumps(dict(seen.headers))  # the virtual key stays here
@@ -64,8 +65,12 @@ async def test_anthropic_messages_usage(gateway: Gateway) -> None:
     minted = await gateway.minted(model="claude-x")
     response = await gateway.client.post(
         f"{gateway.url}/v1/messages",
-        json={"model": "claude-x", "max_tokens": 10, "stream": True,
-              "messages": [{"role": "user", "content": "hi"}]},
+        json={
+            "model": "claude-x",
+            "max_tokens": 10,
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
         headers={"x-api-key": minted["key"]},
     )
     assert response.status_code == 200, response.text

@@ -129,7 +129,7 @@ def test_bad_account_names_account_and_field(
 
 
 def test_duplicate_ids_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="openai-main.*duplicate"):
+    with pytest.raises(ConfigError, match=r"openai-main.*duplicate"):
         load_config(_accounts(tmp_path, "accounts:" + GOOD_ACCOUNT + GOOD_ACCOUNT))
 
 

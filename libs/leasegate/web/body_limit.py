@@ -24,6 +24,7 @@ class BodyLimitMiddleware:
             return
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and _too_big(value, self.max_bytes):
+                await _drain(receive, self.max_bytes)
                 await _refuse(send, self.max_bytes)
                 return
         received = 0
@@ -47,7 +48,21 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
+                await _drain(receive, self.max_bytes)
                 await _refuse(send, self.max_bytes)
+
+
+async def _drain(receive: Receive, limit: int) -> None:
+    """Read and discard the rest of the body (up to a bound), so that the client, still
+    sending, sees the 413 instead of a broken pipe."""
+    budget = 8 * limit
+    while budget > 0:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        budget -= len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _too_big(value: bytes, limit: int) -> bool:

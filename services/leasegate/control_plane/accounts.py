@@ -22,7 +22,9 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dic
     admin = await runtime.admin_states()
     return {
         "accounts": [
-            _account(a, snapshot, admin.get(a.id, "enabled"), leases.get(a.id, 0), in_flight.get(a.id, 0))
+            _account(
+                a, snapshot, admin.get(a.id, "enabled"), leases.get(a.id, 0), in_flight.get(a.id, 0)
+            )
             for a in accounts
         ],
         "revision": 0,

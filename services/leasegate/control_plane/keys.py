@@ -47,7 +47,9 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
         None,
     )
     if previous is None or candidate is None:
-        raise GatewayError("not-configured", "the key's account no longer serves its model", status=409)
+        raise GatewayError(
+            "not-configured", "the key's account no longer serves its model", status=409
+        )
     code = filter_code(candidate, await runtime.facts([candidate]), renewal=True)
     if code is not None:
         raise GatewayError(code, f"account {old.account_id} is not eligible: {code}", status=409)

@@ -175,8 +175,5 @@ def key_ttl(runtime: ControlRuntime, requested: int | None) -> int:
     settings = runtime.settings
     ttl = requested if requested is not None else settings.key_ttl_s
     if ttl > settings.key_max_ttl_s:
-        raise GatewayError(
-            "invalid-request", f"ttl_s must not exceed {settings.key_max_ttl_s}"
-        )
+        raise GatewayError("invalid-request", f"ttl_s must not exceed {settings.key_max_ttl_s}")
     return ttl
-

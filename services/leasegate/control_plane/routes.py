@@ -50,6 +50,14 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
     async def read_key(key_id: str) -> dict[str, Any]:
         return await keys.read(runtime, key_id)
 
+    router.include_router(_read_routes(runtime))
+    return router
+
+
+def _read_routes(runtime: ControlRuntime) -> APIRouter:
+    """Decisions, evidence and accounts: read-only views."""
+    router = APIRouter()
+
     @router.get("/decisions/{decision_id}")
     async def read_decision(decision_id: str) -> dict[str, Any]:
         store = runtime.stores.store

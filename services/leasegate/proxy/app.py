@@ -87,9 +87,7 @@ def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
             }
         )
 
-    routes = [
-        Route(e.path, endpoint_handler(e), methods=["POST"]) for e in ENDPOINTS
-    ]
+    routes = [Route(e.path, endpoint_handler(e), methods=["POST"]) for e in ENDPOINTS]
     routes.append(Route("/v1/models", list_models, methods=["GET"]))
     return routes
 
@@ -115,9 +113,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.router.routes.extend(proxy_routes(runtime))
     app.include_router(
-        ops_router(
-            {"database": stores.ping_database, "redis": stores.ping_redis}, metrics_registry
-        )
+        ops_router({"database": stores.ping_database, "redis": stores.ping_redis}, metrics_registry)
     )
     app.state.runtime = runtime
     app.state.stores = stores

@@ -22,10 +22,10 @@ from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.endpoints import Endpoint
-from leasegate.proxy.keys import presented_key
+from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
-from leasegate.upstream.failures import observe_send_error
+from leasegate.upstream.failures import send_failure
 
 
 async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -> Response:
@@ -43,13 +43,15 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
         return refusal_response(refusal, attempt.request_id, attempt.key)
-    upstream_request = runtime.clients.build_request(account, endpoint.path, payload, request.headers)
+    upstream_request = runtime.clients.build_request(
+        account, endpoint.path, payload, request.headers
+    )
     try:
         upstream = await runtime.clients.send(account.id, upstream_request)
-    except httpx.HTTPError as exc:
-        error, observation = observe_send_error(exc)
-        await runtime.finish(attempt, observation)
-        return refusal_response(error, attempt.request_id, key)
+    except httpx.TransportError as exc:
+        failure = send_failure(exc, account.id)
+        await runtime.finish(attempt, failure.observation)
+        return refusal_response(failure.error, attempt.request_id, key)
     except BaseException:
         # Cancelled while waiting for headers (client gone, or shutdown): still one row,
         # and the slot goes back.
@@ -70,7 +72,11 @@ async def _admit_key(
     if parsed is None:
         raise GatewayError("key-invalid", "the key is not valid")
     attempt.key_id = parsed.key_id
-    key = await runtime.resolver.resolve(parsed)
+    try:
+        key = await runtime.resolver.resolve(parsed)
+    except KeyRefused as refused:
+        attempt.key = refused.record
+        raise
     attempt.key = key
     account = runtime.registry.account(key.account_id)
     if account is None or not account.configured:

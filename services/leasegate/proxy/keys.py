@@ -22,6 +22,14 @@ from leasegate.keys import ParsedKey, parse_key, secret_matches
 _MAX_ENTRIES = 100_000
 
 
+class KeyRefused(GatewayError):
+    """A real key that may not be used any more; carries its record for the evidence row."""
+
+    def __init__(self, record: KeyRecord, code: str, message: str) -> None:
+        super().__init__(code, message)
+        self.record = record
+
+
 class KeyResolver:
     def __init__(self, reader: KeyReader, clock: Clock, ttl_s: float) -> None:
         self._reader = reader
@@ -36,9 +44,9 @@ class KeyResolver:
         if record is None or not secret_matches(parsed.secret, record.secret_hash):
             raise GatewayError("key-invalid", "the key is not valid")
         if record.revoked_at is not None or parsed.key_id in self._revoked:
-            raise GatewayError("key-revoked", "the key has been revoked")
+            raise KeyRefused(record, "key-revoked", "the key has been revoked")
         if self._clock.now() >= record.expires_at:
-            raise GatewayError("key-expired", "the key has expired")
+            raise KeyRefused(record, "key-expired", "the key has expired")
         return record
 
     async def _lookup(self, key_id: str) -> KeyRecord | None:
@@ -78,4 +86,4 @@ def presented_key(authorization: str | None, x_api_key: str | None) -> str | Non
     return None
 
 
-__all__ = ["KeyResolver", "parse_key", "presented_key"]
+__all__ = ["KeyRefused", "KeyResolver", "parse_key", "presented_key"]

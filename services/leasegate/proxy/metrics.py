@@ -1,4 +1,4 @@
-"""The proxy's Prometheus metrics, on a registry of its own (one per app, so tests can build many)."""
+"""The proxy's Prometheus metrics, on a registry of its own (one per app: tests build many)."""
 
 from __future__ import annotations
 

@@ -22,10 +22,20 @@ from leasegate.core.records import KeyRecord
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.runtime import ProxyRuntime
-from leasegate.upstream.failures import error_fields, retry_after_seconds
+from leasegate.upstream.failures import (
+    response_observation,
+    stream_failure,
+    stream_observation,
+)
 from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
 
-_PASSED_HEADERS = ("content-type", "retry-after", "x-request-id", "request-id", "openai-processing-ms")
+_PASSED_HEADERS = (
+    "content-type",
+    "retry-after",
+    "x-request-id",
+    "request-id",
+    "openai-processing-ms",
+)
 
 
 def leasegate_headers(request_id: str, key: KeyRecord | None) -> dict[str, str]:
@@ -52,22 +62,10 @@ def _response_headers(attempt: Attempt, upstream: httpx.Response) -> list[tuple[
         if (value := upstream.headers.get(name)) is not None
     ]
     headers.extend(
-        (k.encode(), v.encode()) for k, v in leasegate_headers(attempt.request_id, attempt.key).items()
+        (k.encode(), v.encode())
+        for k, v in leasegate_headers(attempt.request_id, attempt.key).items()
     )
     return headers
-
-
-def _upstream_observation(status: int, body: bytes, upstream: httpx.Response) -> Observation:
-    if 200 <= status < 300:
-        return Observation("response", status=status)
-    error_type, error_code = error_fields(body)
-    return Observation(
-        "response",
-        status=status,
-        error_type=error_type,
-        error_code=error_code,
-        retry_after_s=retry_after_seconds(upstream.headers),
-    )
 
 
 class BufferedRelay(Response):
@@ -87,19 +85,18 @@ class BufferedRelay(Response):
         try:
             try:
                 body = await upstream.aread()
-            except httpx.TimeoutException:
-                observation = Observation("timeout", status=upstream.status_code)
+            except httpx.TransportError as exc:
+                observation = stream_failure(exc, upstream.status_code)
                 raise
-            except httpx.TransportError:
-                observation = Observation("truncated", status=upstream.status_code)
-                raise
-            observation = _upstream_observation(upstream.status_code, body, upstream)
+            observation = response_observation(upstream.status_code, upstream.headers, body)
             if upstream.is_success:
                 attempt.usage = usage_from_body(self._endpoint.dialect, body)
             await runtime.release_slot(attempt)
             headers = _response_headers(attempt, upstream)
             headers.append((b"content-length", str(len(body)).encode()))
-            await send({"type": "http.response.start", "status": upstream.status_code, "headers": headers})
+            await send(
+                {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
+            )
             await send({"type": "http.response.body", "body": body})
         except httpx.TimeoutException:
             error = GatewayError("upstream-timeout", "the upstream stopped answering")
@@ -176,22 +173,16 @@ class StreamRelay(Response):
         except TimeoutError:
             await self._append_error(send, "upstream-timeout", "the upstream stream stalled")
             return Observation("timeout", status=status)
-        except httpx.TransportError:
+        except httpx.TransportError as exc:
             scanner.close()
+            observation = stream_failure(exc, status)
             await self._append_error(send, "upstream-truncated", "the upstream stream was cut")
-            return Observation("truncated", status=status)
+            return observation
         scanner.close()
-        if scanner.error is not None:
-            return Observation(
-                "stream-error",
-                status=status,
-                error_type=scanner.error.type,
-                error_code=scanner.error.code,
-            )
-        if not scanner.completed:
+        observation = stream_observation(scanner, status)
+        if observation.kind == "truncated":
             await self._append_error(send, "upstream-truncated", "the upstream stream ended early")
-            return Observation("truncated", status=status)
-        return Observation("response", status=status)
+        return observation
 
     async def _append_error(self, send: Send, code: str, message: str) -> None:
         event = error_event(self._endpoint.dialect, code, message)
@@ -205,4 +196,3 @@ async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object] | N
             if task is not None:
                 task.cancel()
             return
-
