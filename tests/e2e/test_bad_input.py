@@ -86,7 +86,7 @@ async def test_oversized_body_is_413(gateway: Gateway) -> None:
             headers={**gateway.control, "Content-Type": "application/json"},
         )
         assert response.status_code == 413
-        _assert_envelope(response.status_code, response.json(), "payload-too-large")
+        _assert_envelope(response.status_code, response.json(), "invalid-request")
 
 
 async def test_bad_evidence_queries(gateway: Gateway) -> None:

@@ -140,3 +140,12 @@ def test_unreadable_or_invalid_file(tmp_path: Path) -> None:
         load_config(_accounts(tmp_path, "accounts: [unclosed"))
     with pytest.raises(ConfigError, match="top level"):
         load_config(_accounts(tmp_path, "- just a list"))
+
+
+def test_credential_that_cannot_be_a_header_is_refused_without_echo(tmp_path: Path) -> None:
+    env = _accounts(tmp_path, "accounts:" + GOOD_ACCOUNT)
+    env["LEASEGATE_CRED_OPENAI_MAIN"] = "sk-has space"
+    with pytest.raises(ConfigError) as caught:
+        load_config(env)
+    assert "LEASEGATE_CRED_OPENAI_MAIN" in str(caught.value)
+    assert "sk-has" not in str(caught.value)

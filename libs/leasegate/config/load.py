@@ -31,7 +31,9 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Co
     settings = _settings(source, overrides)
     registry = _registry(settings, source)
     credentials = {
-        a.id: SecretStr(source[a.credential_env]) for a in registry.accounts if a.configured
+        a.id: _credential(a.id, a.credential_env, source[a.credential_env])
+        for a in registry.accounts
+        if a.configured
     }
     return Config(settings, registry, credentials)
 
@@ -48,6 +50,16 @@ def _settings(env: Mapping[str, str], overrides: Mapping[str, object]) -> Settin
         return Settings.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(_one_line(exc)) from None
+
+
+def _credential(account_id: str, variable: str, value: str) -> SecretStr:
+    # It travels as a header value: refuse what no header can carry, naming never the value.
+    if not value.isascii() or not value.isprintable() or value != value.strip() or " " in value:
+        raise ConfigError(
+            f"{variable}: the credential of account {account_id!r} must be printable ASCII "
+            "with no spaces"
+        )
+    return SecretStr(value)
 
 
 def _one_line(exc: ValidationError) -> str:

@@ -37,8 +37,6 @@ _UPSTREAM = "upstream_error"
 CODES: dict[str, CodeInfo] = {
     # request shape and auth, both services
     "invalid-request": CodeInfo(400, _INVALID, "rejected"),
-    "payload-too-large": CodeInfo(413, _INVALID, "rejected"),
-    "unsupported-media-type": CodeInfo(415, _INVALID, "rejected"),
     "unauthenticated": CodeInfo(401, _AUTH, "rejected"),
     "forbidden": CodeInfo(403, _PERM, "rejected"),
     "not-found": CodeInfo(404, _NOT_FOUND, "rejected"),

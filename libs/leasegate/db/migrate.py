@@ -22,6 +22,8 @@ def alembic_config(url: str) -> Config:
     config.set_main_option("script_location", str(SCRIPT_LOCATION))
     # '%' is ConfigParser's interpolation character; a password may contain one
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    # The process has configured its own (JSON) logging; alembic.ini's is for the alembic CLI.
+    config.attributes["configure_logger"] = False
     return config
 
 

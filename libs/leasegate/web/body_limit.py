@@ -1,4 +1,4 @@
-"""Refuse oversized request bodies before anything parses them (413 `payload-too-large`)."""
+"""Refuse oversized request bodies before anything parses them (413 `invalid-request`)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _too_big(value: bytes, limit: int) -> bool:
 
 
 async def _refuse(send: Send, limit: int) -> None:
-    error = GatewayError("payload-too-large", f"the body exceeds {limit} bytes")
+    error = GatewayError("invalid-request", f"the body exceeds {limit} bytes", status=413)
     body = json.dumps(error.envelope()).encode()
     await send(
         {

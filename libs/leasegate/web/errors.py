@@ -8,13 +8,18 @@ import math
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leasegate.core.errors import GatewayError
 
 log = logging.getLogger("leasegate.web")
 
-_HTTP_CODES = {404: "not-found", 405: "method-not-allowed", 413: "payload-too-large"}
+STORE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, RedisError, OSError)
+"""A database or Redis that cannot answer: a held 503 `unavailable`, never a 500."""
+
+_HTTP_CODES = {404: "not-found", 405: "method-not-allowed"}
 
 
 def error_response(error: GatewayError, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -57,6 +62,14 @@ def install_error_handlers(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else "request refused"
         return error_response(GatewayError(code, detail, status=exc.status_code))
 
+    async def on_store_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "store unavailable", extra={"path": request.url.path, "error": type(exc).__name__}
+        )
+        return error_response(
+            GatewayError("unavailable", "a backing store is unavailable", retry_after_s=1.0)
+        )
+
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error(
             "unhandled error",
@@ -68,4 +81,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(GatewayError, on_gateway_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+    for error_type in STORE_ERRORS:
+        app.add_exception_handler(error_type, on_store_error)
     app.add_exception_handler(Exception, on_unexpected)

@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any
 
-_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):

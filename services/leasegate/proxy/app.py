@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from leasegate.config import Config
-from leasegate.core.clock import Clock, SystemClock
+from leasegate.core.clock import Clock, SystemClock, new_id
 from leasegate.core.errors import GatewayError
 from leasegate.keys import parse_key
 from leasegate.kv.slot_keeper import SlotKeeper
@@ -76,7 +76,7 @@ def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
                 raise GatewayError("key-invalid", "the key is not valid")
             key = await runtime.resolver.resolve(parsed)
         except GatewayError as refusal:
-            return refusal_response(refusal, "none")
+            return refusal_response(refusal, new_id("req"))
         account = runtime.registry.account(key.account_id)
         owner = account.provider if account else "unknown"
         names = dict.fromkeys((key.model, key.served_model))

@@ -26,6 +26,7 @@ from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.upstream.failures import send_failure
+from leasegate.web.errors import STORE_ERRORS
 
 
 async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -> Response:
@@ -43,6 +44,14 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
         return refusal_response(refusal, attempt.request_id, attempt.key)
+    except STORE_ERRORS as exc:
+        unavailable = GatewayError(
+            "unavailable",
+            f"a backing store is unavailable ({type(exc).__name__})",
+            retry_after_s=1.0,
+        )
+        await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
+        return refusal_response(unavailable, attempt.request_id, attempt.key)
     upstream_request = runtime.clients.build_request(
         account, endpoint.path, payload, request.headers
     )
@@ -93,7 +102,7 @@ async def _rewrite_body(
 ) -> bytes:
     content_type = request.headers.get("content-type", "application/json")
     if "json" not in content_type:
-        raise GatewayError("unsupported-media-type", "the body must be application/json")
+        raise GatewayError("invalid-request", "the body must be application/json", status=415)
     raw = await request.body()
     try:
         body: Any = json.loads(raw)

@@ -17,6 +17,7 @@ from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamClients
+from leasegate.web.errors import STORE_ERRORS
 from leasegate.web.health_events import log_transitions
 
 log = logging.getLogger("leasegate.proxy")
@@ -51,12 +52,17 @@ class ProxyRuntime:
         key = attempt.key
         if key is None or (classification.scope is None and not classification.resets_streak):
             return
-        transitions: list[HealthTransition] = await self.health.record(
-            key.account_id,
-            key.served_model,
-            classification,
-            observation.retry_after_s,
-            self.clock.now().timestamp(),
-        )
+        try:
+            transitions: list[HealthTransition] = await self.health.record(
+                key.account_id,
+                key.served_model,
+                classification,
+                observation.retry_after_s,
+                self.clock.now().timestamp(),
+            )
+        except STORE_ERRORS as exc:
+            # The row is queued either way; only this request's health signal is lost.
+            log.error("health record failed", extra={"error": type(exc).__name__})
+            return
         log_transitions(transitions)
         self.metrics.health_transitions(transitions)
