@@ -1,0 +1,212 @@
+"""The processes under test: a mock upstream, a fresh Postgres database, Redis keys under a
+prefix of this run's own, the control plane and two proxies, each its own OS process.
+
+Everything is registered on one ExitStack, so a failure or Ctrl-C anywhere tears it all down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import redis
+import yaml
+
+PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+CONTROL_TOKEN = secrets.token_urlsafe(24)
+ACCOUNT_ID = "bench-openai"
+CHUNKS = 20
+
+
+@dataclass(frozen=True)
+class Service:
+    url: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Stack:
+    upstream: Service
+    control_plane: Service
+    proxy: Service
+    """Account without a request ceiling (`request_capacity: null`)."""
+    proxy_capped: Service
+    """Same account with `request_capacity: 1000`: request slots counted in Redis."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database="postgres")
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    name = f"leasegate_bench_{secrets.token_hex(6)}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield f"postgresql+asyncpg://{PG_USER}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
+def redis_prefix() -> Iterator[str]:
+    prefix = f"lgbench:{secrets.token_hex(4)}"
+    try:
+        yield prefix
+    finally:
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            keys = list(client.scan_iter(match=f"{prefix}*", count=500))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
+
+
+@contextmanager
+def process(
+    name: str, argv: list[str], env: Mapping[str, str], logs: Path, ready_url: str | None
+) -> Iterator[int]:
+    """Run `argv` as its own session (Ctrl-C reaches only us); yields its pid once ready."""
+    log = (logs / f"{name}.log").open("wb")
+    child = subprocess.Popen(  # noqa: S603 - our own modules, fixed arguments
+        argv, env=dict(env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        _wait_ready(name, child, ready_url, logs / f"{name}.log")
+        yield child.pid
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        log.close()
+
+
+def _wait_ready(name: str, child: subprocess.Popen[bytes], url: str | None, log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{name} exited early ({child.returncode}):\n{tail}")
+        if url is None:
+            return
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"{name} did not become ready; see {log}")
+
+
+def _accounts_file(path: Path, upstream: str, **extra: Any) -> Path:
+    account = {
+        "id": ACCOUNT_ID,
+        "provider": "openai",
+        "base_url": upstream,
+        "credential_env": "LEASEGATE_CRED_BENCH_OPENAI",
+        "models": {"gpt-4o": "gpt-4o"},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump({"accounts": [account]}))
+    return path
+
+
+def _leasegate(command: str, port: int | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "leasegate.cli.main", command]
+    return [*argv, "--port", str(port)] if port is not None else argv
+
+
+def start_stack(stack: ExitStack, logs: Path) -> Stack:
+    logs.mkdir(parents=True, exist_ok=True)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEGATE_")}
+    up_port = free_port()
+    up_url = f"http://127.0.0.1:{up_port}"
+    up_argv = [sys.executable, "-m", "leasegate.demo.upstream", "--host", "127.0.0.1"]
+    up_argv += ["--port", str(up_port), "--chunks", str(CHUNKS)]
+    up_pid = stack.enter_context(process("upstream", up_argv, base_env, logs, None))
+    _wait_port(up_port)
+
+    database_url = stack.enter_context(fresh_database())
+    prefix = stack.enter_context(redis_prefix())
+    env = {
+        **base_env,
+        "LEASEGATE_DATABASE_URL": database_url,
+        "LEASEGATE_REDIS_URL": REDIS_URL,
+        "LEASEGATE_REDIS_PREFIX": prefix,
+        "LEASEGATE_CONTROL_TOKEN": CONTROL_TOKEN,
+        "LEASEGATE_CRED_BENCH_OPENAI": "sk-bench-secret",
+        "LEASEGATE_KEY_TTL_S": "3600",
+        "LEASEGATE_ACCOUNTS_FILE": str(_accounts_file(logs / "accounts.yaml", up_url)),
+    }
+    subprocess.run(  # noqa: S603 - our own module, fixed arguments
+        _leasegate("migrate"), env=env, check=True, capture_output=True, timeout=60
+    )
+    services: dict[str, Service] = {}
+    capped_file = _accounts_file(logs / "accounts-capped.yaml", up_url, request_capacity=1000)
+    for name, extra in (
+        ("control-plane", {}),
+        ("proxy", {}),
+        ("proxy-capped", {"LEASEGATE_ACCOUNTS_FILE": str(capped_file)}),
+    ):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        command = "control-plane" if name == "control-plane" else "proxy"
+        pid = stack.enter_context(
+            process(name, _leasegate(command, port), {**env, **extra}, logs, f"{url}/readyz")
+        )
+        services[name] = Service(url, pid)
+    return Stack(
+        Service(up_url, up_pid),
+        services["control-plane"],
+        services["proxy"],
+        services["proxy-capped"],
+    )
+
+
+def _wait_port(port: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on 127.0.0.1:{port}")
+
+
+def mint_key(control_plane: str) -> str:
+    response = httpx.post(
+        f"{control_plane}/control/v2/keys",
+        json={"tenant": "bench/load", "dispatch_id": "bench-1", "model": "gpt-4o"},
+        headers={"Authorization": f"Bearer {CONTROL_TOKEN}"},
+        timeout=10,
+    )
+    if response.status_code != 201:
+        raise RuntimeError(f"mint failed: {response.status_code} {response.text}")
+    key: str = response.json()["key"]
+    return key
