@@ -92,7 +92,8 @@ def decision_view(decision: MintDecision, evidence: Sequence[EvidenceRow]) -> di
     }
 
 
-def mint_view(decision: MintDecision, token: str, key: KeyRecord) -> dict[str, Any]:
+def mint_view(decision: MintDecision, token: str | None, key: KeyRecord) -> dict[str, Any]:
+    """`token` is None for an idempotent replay: the secret is shown once, never again."""
     return {
         "key": token,
         "key_id": key.key_id,
