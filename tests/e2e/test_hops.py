@@ -376,3 +376,24 @@ async def test_renewal_uses_no_hop_and_continues_the_chain(make_pool: PoolFactor
         _error(stale, 409, "fallback-cited-decision-superseded")
         hop = await gw.minted(retry_of_mint_decision_id=renewal["mint_decision_id"])
         assert (hop["account_id"], hop["hop"]) == ("backup", 1)
+
+
+async def test_concurrent_replays_of_one_idempotency_key_mint_once(make_pool: PoolFactory) -> None:
+    async with make_pool() as pool:
+        gw = pool.gateway
+        body = {"tenant": TENANT, "dispatch_id": "d-1", "model": "gpt-4o"}
+        keyed = {**gw.control, "Idempotency-Key": "mint-d-1-once"}
+        answers = await asyncio.gather(
+            *(
+                gw.client.post(f"{gw.url}/control/v2/keys", json=body, headers=keyed)
+                for _ in range(6)
+            )
+        )
+        assert sorted(a.status_code for a in answers) == [200] * 5 + [201], [
+            a.text for a in answers
+        ]
+        views = [a.json() for a in answers]
+        assert len({v["mint_decision_id"] for v in views}) == 1
+        assert [v["key"] is None for v in views].count(False) == 1  # the secret, exactly once
+        listed = await gw.control_get(f"/decisions?tenant={TENANT}&dispatch_id=d-1")
+        assert [d["outcome"] for d in listed["decisions"]] == ["selected"]
