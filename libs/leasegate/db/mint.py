@@ -98,6 +98,10 @@ class MintRepository:
                     raise KeyNotLive(old_key_id)
                 if lease_capacity is not None:
                     await _check_capacity(session, account_id, lease_capacity, now)
+                if decision.cites_decision_id is not None:
+                    # the renewal continues the renewed decision's chain: citing the renewed
+                    # one afterwards is `superseded`, so a chain never branches through a renewal
+                    await _link_successor(session, decision.cites_decision_id, decision.id)
                 await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
                 await session.execute(insert(KeyRow).values(key_values(new_key)))
                 return key_record(ended)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from leasegate.db.decisions import DecisionRepository
 from leasegate.db.engine import Database
 from leasegate.db.evidence import EvidenceRepository
+from leasegate.db.hops import HopRepository
 from leasegate.db.keys import KeyRepository
 from leasegate.db.mint import MintRepository
 
 
-class Store(KeyRepository, MintRepository, DecisionRepository, EvidenceRepository):
+class Store(KeyRepository, MintRepository, DecisionRepository, EvidenceRepository, HopRepository):
     """Implements the Protocols of leasegate.core.ports.storage; each call is one transaction.
 
     Services only ever see the dataclasses of leasegate.core.records and the refusals of

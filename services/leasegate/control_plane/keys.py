@@ -11,7 +11,11 @@ from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.views import key_view, mint_view
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
-from leasegate.core.ports.storage import KeyNotLive, LeaseCapacityExhausted
+from leasegate.core.ports.storage import (
+    CitedDecisionSuperseded,
+    KeyNotLive,
+    LeaseCapacityExhausted,
+)
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import hash_secret, new_key
 from leasegate.routing.selection import filter_code
@@ -69,6 +73,8 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
         account_id=old.account_id,
         served_model=old.served_model,
         key_id=parsed.key_id,
+        # not a citation (no hop clause applies): the link keeps the dispatch's chain linear
+        cites_decision_id=previous.id,
     )
     new = KeyRecord(
         key_id=parsed.key_id,
@@ -86,7 +92,7 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
         ended = await store.renew_key(
             key_id, decision, new, lease_capacity=candidate.account.lease_capacity, now=now
         )
-    except KeyNotLive:
+    except (KeyNotLive, CitedDecisionSuperseded):
         raise GatewayError("key-not-live", "the key ended while renewing: mint again") from None
     except LeaseCapacityExhausted:
         raise GatewayError(

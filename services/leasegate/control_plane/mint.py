@@ -5,64 +5,109 @@ The selection walk is pure (`routing.selection`); the reservation is the databas
 reservation finds the account full after all, that candidate is recorded as
 `lease-capacity-exhausted` and the walk continues past it, so a lost race never leaves a key
 behind and never exceeds the ceiling.
+
+Order of the answers (SPEC §3): citation-conflict and a too-long ttl, then the hop clauses
+(`hops.authorise_hop`), then model-not-served, dispatch-lease-held, and selection. Every
+answer, refused or not, is a recorded decision; an `Idempotency-Key` replays it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from leasegate.accounts import Candidate
+from leasegate.control_plane.hops import authorise_hop
+from leasegate.control_plane.idempotency import fingerprint, replay
+from leasegate.control_plane.refusals import Start, refuse, start_of
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.views import mint_view
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError, PassOver
-from leasegate.core.ports.storage import DispatchLeaseHeld, LeaseCapacityExhausted
-from leasegate.core.records import KeyRecord, MintDecision, MintKind
+from leasegate.core.ports.storage import (
+    CitedDecisionSuperseded,
+    DispatchLeaseHeld,
+    IdempotencyKeyTaken,
+    LeaseCapacityExhausted,
+)
+from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import hash_secret, new_key
 from leasegate.routing.selection import NoneEligible, Selected, none_eligible, select
 
 
 @dataclass(frozen=True, slots=True)
-class Start:
-    """Where a mint's walk begins and what it inherits (a hop moves `position` and `hop`)."""
-
-    position: int = 0
-    hop: int = 0
-    kind: MintKind = "fresh"
-    cites: str | None = None
-    authorised_by: str | None = None
+class Minted:
+    status: int
+    """201 for a new mint, 200 for an idempotent replay of one."""
+    view: dict[str, Any]
 
 
-async def mint(runtime: ControlRuntime, body: MintBody) -> dict[str, Any]:
+async def mint(
+    runtime: ControlRuntime, body: MintBody, idempotency_key: str | None = None
+) -> Minted:
+    digest = fingerprint(body) if idempotency_key is not None else None
+    start = start_of(body, idempotency_key, digest)
+    store = runtime.stores.store
+    if idempotency_key is not None:
+        earlier = await store.find_idempotent(body.tenant, idempotency_key)
+        if earlier is not None:
+            return Minted(200, await replay(runtime, body, start, earlier))
+    try:
+        return Minted(201, await _mint(runtime, body, start))
+    except IdempotencyKeyTaken:
+        # a concurrent request with the same key recorded its decision first: answer as it
+        assert idempotency_key is not None  # noqa: S101 - only keyed mints can collide
+        earlier = await store.find_idempotent(body.tenant, idempotency_key)
+        if earlier is None:
+            raise
+        return Minted(200, await replay(runtime, body, start, earlier))
+
+
+async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[str, Any]:
+    """The checks in SPEC order: shape, then the hop clauses, then the dispatch's lease."""
     if body.retry_of_mint_decision_id and body.supersedes_mint_decision_id:
-        raise GatewayError(
-            "citation-conflict",
-            "retry_of_mint_decision_id and supersedes_mint_decision_id are mutually exclusive",
+        await refuse(
+            runtime,
+            body,
+            start,
+            GatewayError(
+                "citation-conflict",
+                "retry_of_mint_decision_id and supersedes_mint_decision_id are mutually exclusive",
+            ),
         )
-    if body.retry_of_mint_decision_id or body.supersedes_mint_decision_id:
-        raise GatewayError(
-            "invalid-request",
-            "citations (retry_of / supersedes) are not supported by this gateway yet",
-            status=422,
-        )
-    return await _walk(runtime, body, Start())
-
-
-async def _walk(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[str, Any]:
-    ttl_s = key_ttl(runtime, body.ttl_s)
+    try:
+        ttl_s = key_ttl(runtime, body.ttl_s)
+    except GatewayError as error:
+        await refuse(runtime, body, start, error)
+    if start.cites is not None:
+        start = await authorise_hop(runtime, body, start)
     candidates = runtime.registry.candidates(body.model)
     if not candidates:
-        decision = await _refuse(runtime, body, start, "model-not-served", ())
-        raise GatewayError(
-            "model-not-served",
-            f"no account serves {body.model!r}",
-            mint_decision_id=decision.id,
-        )
+        unknown = GatewayError("model-not-served", f"no account serves {body.model!r}")
+        await refuse(runtime, body, start, unknown)
+    # The UNIQUE live_dispatch column is the guarantee under concurrency (commit_mint); this
+    # read gives the SPEC-ordered answer before selection could answer something else.
+    if await runtime.stores.store.live_key_of_dispatch(
+        body.tenant, body.dispatch_id, runtime.clock.now()
+    ):
+        await refuse(runtime, body, start, _lease_held())
+    return await _walk(runtime, body, start, candidates, ttl_s)
+
+
+async def _walk(
+    runtime: ControlRuntime,
+    body: MintBody,
+    start: Start,
+    candidates: Sequence[Candidate],
+    ttl_s: int,
+) -> dict[str, Any]:
+    """Select from the start position; a reservation that finds the account full after all
+    records it as passed over and walks on."""
     facts = await runtime.facts(candidates)
-    position = start.position
+    position = start.position or 0
     passed_over: tuple[PassOver, ...] = ()
     while True:
         outcome = select(candidates, facts, position, passed_over)
@@ -104,6 +149,8 @@ async def _commit(
         key_id=parsed.key_id,
         cites_decision_id=start.cites,
         authorised_by_request_id=start.authorised_by,
+        idempotency_key=start.idempotency_key,
+        request_fingerprint=start.fingerprint,
     )
     key = KeyRecord(
         key_id=parsed.key_id,
@@ -122,53 +169,42 @@ async def _commit(
             decision, key, lease_capacity=candidate.account.lease_capacity, now=now
         )
     except DispatchLeaseHeld:
-        refused = await _refuse(runtime, body, start, "dispatch-lease-held", chosen.passed_over)
-        raise GatewayError(
-            "dispatch-lease-held",
-            "this dispatch already holds a live lease: revoke it first",
-            mint_decision_id=refused.id,
-        ) from None
+        await refuse(runtime, body, start, _lease_held())
+    except CitedDecisionSuperseded:
+        # a concurrent hop citing the same decision committed first: chains never branch
+        await refuse(
+            runtime,
+            body,
+            start,
+            GatewayError(
+                "fallback-cited-decision-superseded",
+                "the cited decision already has a successor",
+            ),
+        )
     return mint_view(decision, token, key)
+
+
+def _lease_held() -> GatewayError:
+    return GatewayError(
+        "dispatch-lease-held", "this dispatch already holds a live lease: revoke it first"
+    )
 
 
 async def _no_eligible(
     runtime: ControlRuntime, body: MintBody, start: Start, outcome: NoneEligible
 ) -> None:
-    decision = await _refuse(runtime, body, start, "no-eligible-account", outcome.passed_over)
-    raise GatewayError(
-        "no-eligible-account",
-        f"no account can serve {body.model!r} now",
-        passed_over=outcome.passed_over,
-        cooldown_scope=outcome.cooldown_scope,
-        retry_after_s=outcome.retry_after_s,
-        mint_decision_id=decision.id,
+    await refuse(
+        runtime,
+        body,
+        start,
+        GatewayError(
+            "no-eligible-account",
+            f"no account can serve {body.model!r} now",
+            passed_over=outcome.passed_over,
+            cooldown_scope=outcome.cooldown_scope,
+            retry_after_s=outcome.retry_after_s,
+        ),
     )
-
-
-async def _refuse(
-    runtime: ControlRuntime,
-    body: MintBody,
-    start: Start,
-    code: str,
-    passed_over: tuple[PassOver, ...],
-) -> MintDecision:
-    decision = MintDecision(
-        id=new_id("md"),
-        created_at=runtime.clock.now(),
-        tenant=body.tenant,
-        dispatch_id=body.dispatch_id,
-        model=body.model,
-        role=body.role,
-        kind=start.kind,
-        outcome="refused",
-        hop=start.hop,
-        fallback_position=start.position,
-        refusal_code=code,
-        passed_over=passed_over,
-        cites_decision_id=start.cites,
-    )
-    await runtime.stores.store.record_decision(decision)
-    return decision
 
 
 def key_ttl(runtime: ControlRuntime, requested: int | None) -> int:

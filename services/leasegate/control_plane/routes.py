@@ -12,14 +12,16 @@ from pydantic import ValidationError
 
 from leasegate.control_plane import keys
 from leasegate.control_plane.accounts import accounts_view
+from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.mint import mint
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.schemas import MintBody, RenewBody
+from leasegate.control_plane.schemas import ID_PATTERN, MintBody, RenewBody
 from leasegate.control_plane.views import decision_view, evidence_view
 from leasegate.core.errors import GatewayError
 from leasegate.web.auth import Caller
 
 _ID_PATH = r"^[A-Za-z0-9_.:-]{1,100}$"
+_IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
 
 
 def control_router(runtime: ControlRuntime) -> APIRouter:
@@ -29,8 +31,12 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
     router = APIRouter(prefix="/control/v2", dependencies=[Depends(caller)])
 
     @router.post("/keys", status_code=201)
-    async def mint_key(body: MintBody) -> dict[str, Any]:
-        return await mint(runtime, body)
+    async def mint_key(
+        body: MintBody,
+        idempotency_key: Annotated[str | None, Header(pattern=_IDEMPOTENCY_KEY)] = None,
+    ) -> JSONResponse:
+        minted = await mint(runtime, body, idempotency_key)
+        return JSONResponse(minted.view, status_code=minted.status)
 
     @router.delete("/keys/{key_id}", status_code=204)
     async def revoke_key(key_id: str) -> Response:
@@ -57,6 +63,13 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
 def _read_routes(runtime: ControlRuntime) -> APIRouter:
     """Decisions, evidence and accounts: read-only views."""
     router = APIRouter()
+
+    @router.get("/decisions")
+    async def list_decisions(
+        tenant: Annotated[str, Query(pattern=ID_PATTERN)],
+        dispatch_id: Annotated[str, Query(pattern=ID_PATTERN)],
+    ) -> dict[str, Any]:
+        return {"decisions": await dispatch_decisions(runtime, tenant, dispatch_id)}
 
     @router.get("/decisions/{decision_id}")
     async def read_decision(decision_id: str) -> dict[str, Any]:

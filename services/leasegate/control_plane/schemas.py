@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
 
 
 class Strict(BaseModel):
@@ -14,8 +14,8 @@ class Strict(BaseModel):
 
 
 class MintBody(Strict):
-    tenant: str = Field(pattern=_ID)
-    dispatch_id: str = Field(pattern=_ID)
+    tenant: str = Field(pattern=ID_PATTERN)
+    dispatch_id: str = Field(pattern=ID_PATTERN)
     model: str = Field(min_length=1, max_length=200)
     role: str | None = Field(default=None, max_length=100)
     ttl_s: int | None = Field(default=None, gt=0)

@@ -66,6 +66,7 @@ def evidence_view(row: EvidenceRow) -> dict[str, Any]:
 def decision_view(decision: MintDecision, evidence: Sequence[EvidenceRow]) -> dict[str, Any]:
     retry_of = decision.cites_decision_id if decision.kind == "retry" else None
     supersedes = decision.cites_decision_id if decision.kind == "supersede" else None
+    renews = decision.cites_decision_id if decision.kind == "renewal" else None
     return {
         "mint_decision_id": decision.id,
         "created_at": _time(decision.created_at),
@@ -86,13 +87,15 @@ def decision_view(decision: MintDecision, evidence: Sequence[EvidenceRow]) -> di
         "key_id": decision.key_id,
         "retry_of_mint_decision_id": retry_of,
         "supersedes_mint_decision_id": supersedes,
+        "renews_mint_decision_id": renews,
         "successor_mint_decision_id": decision.successor_id,
         "authorised_by_request_id": decision.authorised_by_request_id,
         "evidence": [evidence_view(row) for row in evidence],
     }
 
 
-def mint_view(decision: MintDecision, token: str, key: KeyRecord) -> dict[str, Any]:
+def mint_view(decision: MintDecision, token: str | None, key: KeyRecord) -> dict[str, Any]:
+    """`token` is None for an idempotent replay: the secret is shown once, never again."""
     return {
         "key": token,
         "key_id": key.key_id,

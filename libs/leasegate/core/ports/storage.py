@@ -116,8 +116,10 @@ class LeaseStore(KeyReader, Protocol):
     ) -> KeyRecord:
         """Insert the new key, then revoke the old one ("renewed"); the old key after.
 
-        The old key's lease slot passes to the new key. Raises KeyNotLive,
-        LeaseCapacityExhausted (only when capacity was lowered below what is held).
+        The old key's lease slot passes to the new key. When `decision.cites_decision_id` is
+        set (the renewed key's decision) the renewal becomes its successor. Raises KeyNotLive,
+        LeaseCapacityExhausted (only when capacity was lowered below what is held),
+        CitedDecisionSuperseded.
         """
 
     async def revoke_key(

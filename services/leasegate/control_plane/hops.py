@@ -1,0 +1,101 @@
+"""A mint that cites a prior decision: gather the facts, ask `authorise_fallback`, answer.
+
+The verdict is pure (`routing.fallback`); this module only reads what it needs (the cited
+decision, its evidence summary, its key) and turns a refusal into a recorded decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from leasegate.control_plane.refusals import Start, refuse
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.schemas import MintBody
+from leasegate.core.errors import GatewayError
+from leasegate.core.records import MintDecision
+from leasegate.routing.fallback import (
+    NO_EVIDENCE,
+    Authorised,
+    Citation,
+    CitationKind,
+    Lineage,
+    authorise_fallback,
+)
+
+HOLD_RETRY_AFTER_S: dict[str, float] = {
+    # the caller revokes, or the proxy's buffered evidence row lands: a second is plenty
+    "fallback-lease-still-held": 1.0,
+    "fallback-not-authorised": 1.0,
+    # a lagging read or a restart: rarely cured by waiting, so do not invite hammering
+    "fallback-lineage-unknown": 5.0,
+    # only an operator raising LEASEGATE_MAX_FALLBACK_HOPS cures it
+    "fallback-budget-exhausted": 30.0,
+}
+
+_MESSAGES = {
+    "fallback-lineage-unknown": "the cited decision is unknown",
+    "fallback-cited-decision-not-selected": "the cited decision never took a lease",
+    "fallback-lineage-mismatch": "the cited decision belongs to another tenant, dispatch or model",
+    "fallback-cited-decision-superseded": "the cited decision already has a successor",
+    "fallback-response-was-not-lost": "the cited decision's key already reached the proxy",
+    "fallback-lease-still-held": "the cited decision's lease is still live: revoke it first",
+    "fallback-not-authorised": "no qualifying terminal evidence for the cited decision (yet)",
+    "fallback-budget-exhausted": "this hop would exceed LEASEGATE_MAX_FALLBACK_HOPS",
+}
+
+
+async def authorise_hop(runtime: ControlRuntime, body: MintBody, start: Start) -> Start:
+    """The Start an authorised hop walks from; a refusal is recorded and raised."""
+    if start.cites is None:
+        return start  # nothing cited: a fresh mint
+    kind: CitationKind = "supersede" if start.kind == "supersede" else "retry"
+    store = runtime.stores.store
+    cited = await store.get_decision(start.cites)
+    lease_live = False
+    evidence = NO_EVIDENCE
+    if cited is not None:
+        evidence = await store.evidence_summary(cited.id)
+        lease_live = await _lease_live(runtime, cited)
+    verdict = authorise_fallback(
+        Citation(kind, start.cites),
+        cited,
+        evidence,
+        lease_live=lease_live,
+        has_successor=cited is not None and cited.successor_id is not None,
+        lineage=Lineage(body.tenant, body.dispatch_id, body.model),
+        max_hops=runtime.settings.max_fallback_hops,
+    )
+    if isinstance(verdict, Authorised):
+        return replace(
+            start,
+            position=verdict.start_position,
+            hop=verdict.hop,
+            authorised_by=verdict.authorised_by,
+        )
+    extra: dict[str, object] = {}
+    if cited is not None and cited.successor_id is not None:
+        extra["successor_mint_decision_id"] = cited.successor_id
+    error = GatewayError(
+        verdict.code,
+        _MESSAGES[verdict.code],
+        disposition=verdict.disposition,
+        retry_after_s=HOLD_RETRY_AFTER_S.get(verdict.code),
+        extra=extra,
+    )
+    await refuse(runtime, body, _attempted(start, kind, cited), error)
+
+
+async def _lease_live(runtime: ControlRuntime, cited: MintDecision) -> bool:
+    if cited.key_id is None:
+        return False
+    key = await runtime.stores.store.get_key(cited.key_id)
+    return key is not None and key.state(runtime.clock.now()) == "live"
+
+
+def _attempted(start: Start, kind: CitationKind, cited: MintDecision | None) -> Start:
+    """What a refused hop would have been, for its decision record."""
+    if cited is None or cited.fallback_position is None:
+        return replace(start, position=None)
+    if kind == "supersede":
+        return replace(start, position=cited.fallback_position, hop=cited.hop)
+    return replace(start, position=cited.fallback_position + 1, hop=cited.hop + 1)

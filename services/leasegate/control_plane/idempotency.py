@@ -1,0 +1,61 @@
+"""Idempotent mint: one `Idempotency-Key` names one decision per tenant, forever.
+
+A replay with the same body answers with that decision again: 200 and the mint view with
+`key: null` for a selected one (the secret was shown once and is not stored), the same refusal
+for a refused one. The same key with a different body is `422 idempotency-key-reused`. This is
+how a caller that lost a mint response finds its decision, then revokes and supersedes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from leasegate.control_plane.hops import HOLD_RETRY_AFTER_S
+from leasegate.control_plane.refusals import Start, refuse, without_idempotency
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.schemas import MintBody
+from leasegate.control_plane.views import mint_view
+from leasegate.core.errors import GatewayError
+from leasegate.core.records import MintDecision
+from leasegate.routing.selection import cooldown_scope
+
+
+def fingerprint(body: MintBody) -> str:
+    """A digest of the canonical body: defaults filled in, keys sorted, so `"ttl_s": null`
+    and an omitted `ttl_s` are the same request."""
+    canonical = json.dumps(body.model_dump(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def replay(
+    runtime: ControlRuntime, body: MintBody, start: Start, earlier: MintDecision
+) -> dict[str, Any]:
+    """The earlier decision's answer again, or `idempotency-key-reused`."""
+    if earlier.request_fingerprint != start.fingerprint:
+        await refuse(
+            runtime,
+            body,
+            without_idempotency(start),
+            GatewayError(
+                "idempotency-key-reused",
+                "this Idempotency-Key was used with a different request body",
+                extra={"original_mint_decision_id": earlier.id},
+            ),
+        )
+    if earlier.outcome == "selected" and earlier.key_id is not None:
+        key = await runtime.stores.store.get_key(earlier.key_id)
+        if key is not None:
+            return mint_view(earlier, None, key)
+    code = earlier.refusal_code or "internal"
+    raise GatewayError(
+        code,
+        f"replay of an earlier refused mint ({code})",
+        passed_over=earlier.passed_over,
+        cooldown_scope=cooldown_scope(earlier.passed_over)
+        if code == "no-eligible-account"
+        else None,
+        retry_after_s=HOLD_RETRY_AFTER_S.get(code),
+        mint_decision_id=earlier.id,
+    )
