@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from leasegate.demo.upstream import Reply
@@ -22,7 +21,10 @@ from tests.fixtures.scripted import (
     IDLE_S,
     account_health,
     anthropic_stream,
+    call,
+    only_row,
     openai_stream,
+    script,
     scripted_gateway,
     sse_events,
 )
@@ -34,34 +36,6 @@ GPT = "gpt-4o-2024-08-06"
 async def gw(tmp_path: Path) -> AsyncIterator[Gateway]:
     async with scripted_gateway(tmp_path) as gateway:
         yield gateway
-
-
-def script(gateway: Gateway, reply: Reply) -> None:
-    gateway.upstreams[0].script = lambda request: reply
-
-
-async def call(
-    gateway: Gateway, model: str = "gpt-4o", *, stream: bool = True
-) -> tuple[dict[str, Any], httpx.Response, bytes]:
-    """Mint a key for `model` and make one call with it: (mint, response, raw body)."""
-    minted = await gateway.minted(model=model, dispatch_id=f"d-{model}")
-    anthropic = model.startswith("claude")
-    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
-    if anthropic:
-        body["max_tokens"] = 16
-    if stream:
-        body["stream"] = True
-    path = "/v1/messages" if anthropic else "/v1/chat/completions"
-    async with gateway.client.stream(
-        "POST", gateway.url + path, json=body, headers={"Authorization": f"Bearer {minted['key']}"}
-    ) as response:
-        raw = b"".join([chunk async for chunk in response.aiter_raw()])
-    return minted, response, raw
-
-
-async def only_row(gateway: Gateway, minted: dict[str, Any]) -> dict[str, Any]:
-    (row,) = await gateway.evidence_for(minted["mint_decision_id"])
-    return row
 
 
 def assert_row(row: dict[str, Any], outcome: str, scope: str | None, qualifying: bool) -> None:
@@ -246,5 +220,6 @@ async def test_a_400_refusal_passes_through_and_does_not_qualify(
     row = await only_row(gw, minted)
     assert_row(row, "upstream-error", None, False)
     assert row["upstream_status"] == 400
+    assert row["error_code"] == "http-400"
     await assert_healthy(gw, "openai-main")
     assert gw.upstreams[0].count == 1
