@@ -212,6 +212,39 @@ async def test_slow_headers_are_a_timeout(upstream: MockUpstream) -> None:
     assert send_failure(timed_out.value, acct.id).observation.kind == "timeout"
 
 
+async def test_waiting_for_the_pool_does_not_count_against_the_headers_timeout(
+    upstream: MockUpstream,
+) -> None:
+    # One connection; the first request holds it for ~1 s (its headers come at once, its body
+    # slowly). The second waits that long for the pool, more than its 0.3 s headers timeout,
+    # then gets its headers at once: an answer, not a timeout.
+    upstream.script = lambda request: Reply(
+        chunks=[b"data: {}\n\n"] * 3, chunk_delay_s=0.5 if request.stream else 0.0
+    )
+    acct = account("openai-main", upstream.url, max_connections=1, headers_timeout_s=0.3)
+    clients = clients_for(acct, upstream_pool_timeout_s=10)
+    path = "/v1/chat/completions"
+    try:
+        holder = await clients.send(acct.id, clients.build_request(acct, path, STREAM, CALLER))
+        waiter = asyncio.create_task(call(clients, acct, path, CHAT))
+        await holder.aread()
+        await holder.aclose()
+        assert (await waiter).status_code == 200
+    finally:
+        await clients.aclose()
+
+
+async def test_a_stream_may_pause_longer_than_the_headers_timeout(upstream: MockUpstream) -> None:
+    upstream.script = lambda request: Reply(chunks=[b"data: {}\n\n"] * 2, chunk_delay_s=0.6)
+    acct = account("openai-main", upstream.url, headers_timeout_s=0.2)
+    clients = clients_for(acct)
+    try:
+        response = await call(clients, acct, "/v1/chat/completions", STREAM)
+    finally:
+        await clients.aclose()
+    assert response.content == b"data: {}\n\n" * 2
+
+
 async def test_nothing_listening_and_a_reset_are_connect_errors(upstream: MockUpstream) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

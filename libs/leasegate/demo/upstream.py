@@ -283,7 +283,7 @@ async def _send_stream(
     writer: asyncio.StreamWriter, reply: Reply, chunks: Sequence[bytes], error: bytes
 ) -> bool:
     """Stream `chunks` as SSE; whether the connection is still usable afterwards."""
-    if reply.chunk_delay_s == 0 and not reply.chunk_delays:
+    if reply.chunk_delay_s == 0 and not reply.chunk_delays and reply.end_delay_s == 0:
         writer.write(_stream_wire(reply, chunks, error))
         await writer.drain()
         return reply.cut_after is None
@@ -295,6 +295,8 @@ async def _send_stream(
             await asyncio.sleep(delay)
         writer.write(_frame(chunk))
         await writer.drain()
+    if reply.end_delay_s > 0:
+        await asyncio.sleep(reply.end_delay_s)
     writer.write(ending)
     await writer.drain()
     return reply.cut_after is None

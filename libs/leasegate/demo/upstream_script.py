@@ -36,6 +36,9 @@ class Reply:
     """Pause before every chunk but the first."""
     chunk_delays: Sequence[float] = ()
     """Pause before chunk i; overrides chunk_delay_s for the chunks it covers."""
+    end_delay_s: float = 0.0
+    """Pause after the last chunk before ending the body (or cutting it): an upstream that
+    keeps a finished stream open."""
     error_after: int | None = None
     """Send N chunks, then the provider's own error event, then end the stream."""
     cut_after: int | None = None

@@ -4,20 +4,26 @@ Separate pools are what keep one account's saturation from slowing another's req
 request waits only for its own account's connections, and a wait past the pool timeout is the
 gateway's refusal `upstream-pool-exhausted` (see failures.py), not an upstream failure.
 
+`send` owns the headers deadline (see deadlines.py): it starts when a pooled connection is in
+hand, so a wait for our own pool is never mistaken for a slow upstream. httpx's read timeout is
+off; the proxy's relays own the first-token and idle deadlines of the body.
+
 The credential is attached here and nowhere else. It is held as pre-encoded header bytes in
 a private table, never in a repr, and never in an exception this module raises.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 from pydantic import SecretStr
 
 from leasegate.accounts import Account, Registry
+from leasegate.upstream.deadlines import Deadlines, DeadlineSettings, deadlines_for
 
 ANTHROPIC_VERSION = b"2023-06-01"
 
@@ -43,14 +49,12 @@ _CONNECT_S = 10.0
 _WRITE_S = 30.0
 
 
-class PoolSettings(Protocol):
+class PoolSettings(DeadlineSettings, Protocol):
     """The part of `leasegate.config.Settings` the clients read (a sibling adapter package,
     so it is named structurally rather than imported)."""
 
     @property
     def upstream_max_connections(self) -> int: ...
-    @property
-    def upstream_headers_timeout_s(self) -> float: ...
     @property
     def upstream_pool_timeout_s(self) -> float: ...
 
@@ -71,11 +75,16 @@ class UpstreamClients:
     ) -> None:
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._auth: dict[str, tuple[tuple[bytes, bytes], ...]] = {}
+        self._deadlines: dict[str, Deadlines] = {}
+        # Bounds the whole send for a transport that reports no trace events (MockTransport):
+        # everything before the connection is in hand has its own httpx timeout.
+        self._before_connection_s = settings.upstream_pool_timeout_s + _CONNECT_S
         for account in registry.accounts:
             credential = credentials.get(account.id)
             if credential is None:
                 continue
             self._auth[account.id] = _auth_headers(account, credential)
+            self._deadlines[account.id] = deadlines_for(account, settings)
             self._clients[account.id] = _client(account, settings, transport)
 
     def __repr__(self) -> str:
@@ -107,25 +116,61 @@ class UpstreamClients:
         headers.extend(self._auth[account.id])
         return client.build_request("POST", account.base_url + path, content=body, headers=headers)
 
+    def deadlines(self, account_id: str) -> Deadlines:
+        try:
+            return self._deadlines[account_id]
+        except KeyError:
+            raise UnknownAccountError(f"no configured account {account_id!r}") from None
+
     async def send(self, account_id: str, request: httpx.Request) -> httpx.Response:
-        """Send on the account's own pool. Raises httpx.TransportError subclasses: map them
-        with `failures.send_failure`."""
-        return await self.client(account_id).send(request, stream=True)
+        """Send on the account's own pool and wait for the status line at most the account's
+        headers timeout. Raises httpx.TransportError subclasses (a missed headers deadline is
+        a ReadTimeout): map them with `failures.send_failure`."""
+        client = self.client(account_id)
+        headers_s = self._deadlines[account_id].headers_s
+        hook = _HeadersDeadline(headers_s)
+        request.extensions["trace"] = hook.trace
+        try:
+            async with asyncio.timeout(self._before_connection_s + headers_s) as deadline:
+                hook.deadline = deadline
+                return await client.send(request, stream=True)
+        except TimeoutError:
+            raise httpx.ReadTimeout(
+                f"no response headers within {headers_s:g} s", request=request
+            ) from None
+        finally:
+            # The hook stays on the request while its body streams: from here on it is inert.
+            hook.deadline = None
 
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.aclose()
 
 
+class _HeadersDeadline:
+    """An httpcore `trace` hook: when the request starts going out on a connection, the
+    deadline becomes now + the headers timeout (pool wait and connect are behind us)."""
+
+    __slots__ = ("deadline", "headers_s")
+
+    def __init__(self, headers_s: float) -> None:
+        self.headers_s = headers_s
+        self.deadline: asyncio.Timeout | None = None
+
+    async def trace(self, event: str, info: dict[str, Any]) -> None:
+        if self.deadline is not None and event.endswith(".send_request_headers.started"):
+            self.deadline.reschedule(asyncio.get_running_loop().time() + self.headers_s)
+
+
 def _client(
     account: Account, settings: PoolSettings, transport: httpx.AsyncBaseTransport | None
 ) -> httpx.AsyncClient:
     size = account.max_connections or settings.upstream_max_connections
-    read = account.headers_timeout_s or settings.upstream_headers_timeout_s
     return httpx.AsyncClient(
         limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+        # read=None: `send` and the relays own the headers, first-token and idle deadlines.
         timeout=httpx.Timeout(
-            connect=_CONNECT_S, read=read, write=_WRITE_S, pool=settings.upstream_pool_timeout_s
+            connect=_CONNECT_S, read=None, write=_WRITE_S, pool=settings.upstream_pool_timeout_s
         ),
         transport=transport,
         # The proxy relays bytes as they come and scans them for usage: no compression.

@@ -6,12 +6,14 @@ Transport exceptions before the response headers (`send_failure`):
                                           pool had no free connection; the upstream is not blamed
     ConnectError, ConnectTimeout, DNS,    connect-error (caller: 502 `upstream-unreachable`)
     TLS, a reset or a protocol error
-    ReadTimeout, WriteTimeout             timeout (caller: 504 `upstream-timeout`)
+    ReadTimeout, WriteTimeout             timeout (caller: 504 `upstream-timeout`); `send`
+                                          raises ReadTimeout for a missed headers deadline
     LocalProtocolError, UnsupportedProtocol
                                           refused `upstream-unreachable`: our request could not
                                           be sent; nothing says the account is unwell
 
 After the headers (`stream_failure`): a read timeout is `timeout`, anything else `truncated`.
+(The relays time body reads themselves, see deadlines.py; httpx's read timeout is off.)
 """
 
 from __future__ import annotations

@@ -42,6 +42,19 @@ DIALECTS: tuple[Dialect, ...] = ("openai", "anthropic", "responses")
 
 _DONE = b"[DONE]"
 _ERROR_EVENT = b"error"
+# Events a provider sends as soon as a stream opens, before the model has produced anything:
+# they do not count as the first token.
+_PREAMBLE_EVENTS = frozenset(
+    {
+        b"message_start",
+        b"content_block_start",
+        b"ping",
+        b"response.created",
+        b"response.in_progress",
+        b"response.output_item.added",
+        b"response.content_part.added",
+    }
+)
 
 # One C-speed search per event decides whether it is worth parsing: a key that can carry an
 # error, a finish reason, usage or the end of the stream, and is not followed by `null`.
@@ -60,6 +73,8 @@ class StreamScanner:
     `completed`: OpenAI a non-null finish_reason or `[DONE]`; Anthropic `message_stop`;
     responses `response.completed` (or `response.incomplete`, which also ends normally).
     `error`: the first error event (type and code only, never its message).
+    `answering`: an event other than a stream-opening preamble has arrived (the first token,
+    an error or the end): what the first-token deadline waits for.
     """
 
     __slots__ = (
@@ -67,6 +82,7 @@ class StreamScanner:
         "_event",
         "_gate",
         "_partial",
+        "answering",
         "completed",
         "dialect",
         "error",
@@ -82,6 +98,7 @@ class StreamScanner:
         self.usage = Usage()
         self.error: StreamError | None = None
         self.completed = False
+        self.answering = False
         self.malformed = 0
         self.events = 0
         self._gate = _GATES[dialect].search
@@ -129,6 +146,8 @@ class StreamScanner:
         self._data = []
         event = self._event
         self.events += 1
+        if not self.answering and event not in _PREAMBLE_EVENTS:
+            self.answering = True
         if payload == _DONE:
             if self.dialect != "anthropic":
                 self.completed = True

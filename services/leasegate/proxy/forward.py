@@ -69,9 +69,10 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
     attempt.upstream_status = upstream.status_code
     attempt.first_byte_mono = clock.monotonic()
     is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
+    deadlines = runtime.clients.deadlines(account.id)
     if attempt.stream and is_sse and upstream.is_success:
-        return StreamRelay(runtime, attempt, endpoint, account, upstream)
-    return BufferedRelay(runtime, attempt, endpoint, upstream)
+        return StreamRelay(runtime, attempt, endpoint, upstream, deadlines)
+    return BufferedRelay(runtime, attempt, endpoint, upstream, deadlines)
 
 
 async def _admit_key(

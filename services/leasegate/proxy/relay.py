@@ -4,6 +4,11 @@
 usage, error events and the end-of-answer marker without re-encoding anything. A client that
 goes away is noticed by a watcher on `receive`, which cancels the relay; the upstream response
 is closed and the attempt finished under a shield, whatever ended the stream.
+
+Both relays read the body under the account's first-token and idle deadlines
+(upstream/deadlines.py). A stream that stalls or is cut before its answer is complete gets an
+error event in the provider's own shape appended, so the caller's SDK raises instead of
+returning a truncated answer as if it were whole; nothing is retried inside the request.
 """
 
 from __future__ import annotations
@@ -15,13 +20,13 @@ import httpx
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from leasegate.accounts import Account
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
 from leasegate.core.records import KeyRecord
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.upstream.deadlines import BodyReader, Deadlines, UpstreamStalled
 from leasegate.upstream.failures import (
     response_observation,
     stream_failure,
@@ -72,19 +77,35 @@ class BufferedRelay(Response):
     """A non-streaming answer (or any error status): read whole, parsed for usage, sent."""
 
     def __init__(
-        self, runtime: ProxyRuntime, attempt: Attempt, endpoint: Endpoint, upstream: httpx.Response
+        self,
+        runtime: ProxyRuntime,
+        attempt: Attempt,
+        endpoint: Endpoint,
+        upstream: httpx.Response,
+        deadlines: Deadlines,
     ) -> None:
         self._runtime = runtime
         self._attempt = attempt
         self._endpoint = endpoint
         self._upstream = upstream
+        self._deadlines = deadlines
+
+    async def _read(self) -> bytes:
+        reader = BodyReader(self._upstream.aiter_bytes(), self._deadlines)
+        parts = []
+        while (chunk := await reader.next()) is not None:
+            parts.append(chunk)
+        return b"".join(parts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
         observation = Observation("client-abort")
         try:
             try:
-                body = await upstream.aread()
+                body = await self._read()
+            except UpstreamStalled:
+                observation = Observation("timeout", status=upstream.status_code)
+                raise
             except httpx.TransportError as exc:
                 observation = stream_failure(exc, upstream.status_code)
                 raise
@@ -98,7 +119,7 @@ class BufferedRelay(Response):
                 {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
             )
             await send({"type": "http.response.body", "body": body})
-        except httpx.TimeoutException:
+        except (UpstreamStalled, httpx.TimeoutException):
             error = GatewayError("upstream-timeout", "the upstream stopped answering")
             await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
         except httpx.TransportError:
@@ -118,14 +139,14 @@ class StreamRelay(Response):
         runtime: ProxyRuntime,
         attempt: Attempt,
         endpoint: Endpoint,
-        account: Account,
         upstream: httpx.Response,
+        deadlines: Deadlines,
     ) -> None:
         self._runtime = runtime
         self._attempt = attempt
         self._endpoint = endpoint
-        self._account = account
         self._upstream = upstream
+        self._deadlines = deadlines
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
@@ -158,26 +179,29 @@ class StreamRelay(Response):
                 await runtime.finish(attempt, observation)
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
-        """Relay until the upstream ends; returns how it ended."""
-        settings, account = self._runtime.settings, self._account
-        idle_s = account.stream_idle_timeout_s or settings.stream_idle_timeout_s
-        first_s = account.first_token_timeout_s or settings.first_token_timeout_s or idle_s
+        """Relay until the upstream ends, stalls or fails; returns how it ended."""
         status = self._upstream.status_code
-        loop = asyncio.get_running_loop()
+        reader = BodyReader(self._upstream.aiter_raw(), self._deadlines)
         try:
-            async with asyncio.timeout(first_s) as deadline:
-                async for chunk in self._upstream.aiter_raw():
-                    deadline.reschedule(loop.time() + idle_s)
-                    scanner.feed(chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except TimeoutError:
-            await self._append_error(send, "upstream-timeout", "the upstream stream stalled")
+            while (
+                chunk := await reader.next(awaiting_first_token=not scanner.answering)
+            ) is not None:
+                scanner.feed(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except UpstreamStalled as stalled:
+            scanner.close()
+            if scanner.completed or scanner.error is not None:
+                return stream_observation(scanner, status)  # the answer (or its error) is out
+            waited = "a first token" if stalled.phase == "first-token" else "the next chunk"
+            message = f"the upstream sent no data for {stalled.seconds:g} s waiting for {waited}"
+            await self._append_error(send, "upstream-timeout", message)
             return Observation("timeout", status=status)
         except httpx.TransportError as exc:
             scanner.close()
-            observation = stream_failure(exc, status)
+            if scanner.completed or scanner.error is not None:
+                return stream_observation(scanner, status)
             await self._append_error(send, "upstream-truncated", "the upstream stream was cut")
-            return observation
+            return stream_failure(exc, status)
         scanner.close()
         observation = stream_observation(scanner, status)
         if observation.kind == "truncated":
