@@ -1,10 +1,13 @@
-"""The health gauges say what the health store says at scrape time, and nothing stale."""
+"""Health visibility: gauges say what the store says at scrape time, nothing stale; one log
+event per cooldown or circuit that opens or closes."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import pytest
 from prometheus_client import CollectorRegistry
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -12,11 +15,13 @@ from leasegate.accounts import Account, Registry
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import HealthPolicy, HealthSnapshot
 from leasegate.kv.health_memory import InProcessHealthStore
+from leasegate.web.health_events import log_transitions
 from leasegate.web.health_metrics import HealthGauges
 
 T0 = 1_700_000_000.0
 OVERLOADED = Classification("upstream-error", "model", True, "http-503")
 BAD_KEY = Classification("upstream-error", "account", True, "invalid_api_key")
+OK = Classification("success", None, False, None, resets_streak=True)
 
 
 class StepClock:
@@ -80,3 +85,24 @@ async def test_an_unreadable_store_drops_the_series_instead_of_reporting_stale_o
     gauges.cooling.labels("one", "big-2025").set(1)
     await gauges.refresh()
     assert _sample(metrics, "leasegate_model_cooling", account="one", model="big-2025") is None
+
+
+async def test_one_log_event_per_transition_opened_or_closed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = InProcessHealthStore(HealthPolicy(failure_threshold=1, account_failure_threshold=1))
+    caplog.set_level(logging.WARNING, logger="leasegate.health")
+    log_transitions(await store.record("one", "big-2025", OVERLOADED, None, T0))
+    log_transitions(await store.record("one", "small", BAD_KEY, 12.0, T0))
+    log_transitions(await store.record("one", "big-2025", OK, None, T0 + 1))  # both still on
+    log_transitions(await store.record("one", "big-2025", OK, None, T0 + 30))  # both over
+    events = [
+        (r.getMessage(), r.__dict__["subject"], r.__dict__["reason"], r.__dict__["until"])
+        for r in caplog.records
+    ]
+    assert events == [
+        ("cooldown-started", "one/big-2025", "http-503", "2023-11-14T22:13:50.000Z"),
+        ("circuit-opened", "one", "invalid_api_key", "2023-11-14T22:13:50.000Z"),
+        ("cooldown-ended", "one/big-2025", "http-503", None),
+        ("circuit-closed", "one", "invalid_api_key", None),
+    ]
