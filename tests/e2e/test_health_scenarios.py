@@ -88,7 +88,9 @@ def healthy(view: dict[str, Any]) -> bool:
     return bool(view["health"] == "healthy")
 
 
-async def cooldown_length(d: Deployment, key: dict[str, Any], response: Any, until: str) -> float:
+async def cooldown_length(
+    d: Deployment, key: dict[str, Any], response: httpx.Response, until: str
+) -> float:
     """How long the cooldown this response tripped lasts: `until` minus when the proxy
     recorded it (arrival + duration, from the request's own evidence row)."""
     row = await d.evidence_row(key["mint_decision_id"], response.headers["x-leasegate-request-id"])
@@ -101,7 +103,9 @@ def ended_at(row: dict[str, Any]) -> float:
     return started + float(row["duration_ms"]) / 1000
 
 
-def assert_refused_for_health(refused: Any, passed_over: list[dict[str, str]], scope: str) -> None:
+def assert_refused_for_health(
+    refused: httpx.Response, passed_over: list[dict[str, str]], scope: str
+) -> None:
     assert refused.status_code == 503, refused.text
     error = refused.json()["error"]
     assert (error["code"], error["disposition"]) == ("no-eligible-account", "held")
@@ -128,12 +132,10 @@ async def scenario_a(d: Deployment, n: Names, ups: list[MockUpstream], events: E
 
     if stream_error:
         failed = await d.chat(key_a, via=0, stream=True)
-    else:
-        failed = await succeed_across_the_trip(d, n, ups[0], failure, key_a)
-    if stream_error:
         assert failed.status_code == 200  # the refusal is an event inside a 200 stream
         assert b'"error"' in failed.content
     else:
+        failed = await succeed_across_the_trip(d, n, ups[0], failure, key_a)
         assert failed.status_code == 503
     assert model_of(ups[0].requests[-1]) == n.big_served  # the alias was rewritten
     view = await d.account_when(n.acct(), cooling(n.big_served))
@@ -283,8 +285,10 @@ async def scenario_d(d: Deployment, n: Names, ups: list[MockUpstream], events: E
     key = await d.minted(n.big, f"{n.p}-1")
 
     async def trip(via: int, trips: int, seconds: float) -> None:
+        calls = ups[0].count
         failed = await d.chat(key, via=via)
-        assert failed.status_code == 503, failed.text  # the upstream's: not a refusal
+        assert failed.status_code == 503, failed.text
+        assert ups[0].count == calls + 1, "the upstream's 503, not a gateway refusal"
         view = await d.account_when(n.acct(), cooling(n.big_served))
         (entry,) = view["cooling_models"]
         assert entry["trips"] == trips
