@@ -171,13 +171,30 @@ async def test_the_account_circuit_has_its_own_threshold(store: HealthStore) -> 
     assert (await fail(store, 1, T0 + 31, kind=BAD_KEY))[0].until == T0 + 91
 
 
-async def test_a_success_on_any_model_closes_the_circuit(store: HealthStore) -> None:
+async def test_a_success_during_a_cooldown_leaves_it_and_its_trips(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    # a request admitted before the trip finishes well: it proves nothing about the upstream now
+    assert await store.record("acct", "gpt-4o", OK, None, T0 + 5) == []
+    assert await cooling_until(store, T0 + 5) == T0 + 30
+    cooldown = (await store.snapshot([("acct", "gpt-4o")], T0 + 5)).cooling_for("acct", "gpt-4o")
+    assert cooldown is not None
+    assert cooldown.trips == 1
+    # the trips survived: the first failure after expiry takes the next backoff step
+    (started,) = await fail(store, 1, T0 + 30)
+    assert (started.until, started.trips) == (T0 + 90, 2)
+
+
+async def test_a_success_on_any_model_closes_the_circuit_once_expired(store: HealthStore) -> None:
     await fail(store, 2, T0, kind=BAD_KEY, model="m1")
-    closed = await store.record("acct", "m2", OK, None, T0 + 5)
+    assert await store.record("acct", "m2", OK, None, T0 + 5) == [], "still open: it stays"
+    circuit = (await store.snapshot([("acct", "m1")], T0 + 5)).circuit("acct")
+    assert circuit is not None
+    assert (circuit.until, circuit.trips) == (T0 + 30, 1)
+    closed = await store.record("acct", "m2", OK, None, T0 + 30)
     assert closed == [HealthTransition("circuit-closed", "acct", None, "invalid_api_key", None, 1)]
-    assert (await store.snapshot([("acct", "m1")], T0 + 5)).circuit("acct") is None
+    assert (await store.snapshot([("acct", "m1")], T0 + 30)).circuit("acct") is None
     # and its streak restarted
-    assert await fail(store, 1, T0 + 6, kind=BAD_KEY) == []
+    assert await fail(store, 1, T0 + 31, kind=BAD_KEY) == []
 
 
 async def test_a_cooldown_expires_by_time_alone(store: HealthStore) -> None:
@@ -248,8 +265,8 @@ async def test_every_redis_key_carries_a_ttl(redis_url: str, redis_prefix: str) 
         assert retention_ms - 5_000 < ttls["streak-only"] <= retention_ms
         assert retention_ms + 95_000 < ttls["cooling"] <= retention_ms + 100_000
         assert retention_ms + 25_000 < ttls["acct"] <= retention_ms + 30_000
-        # a success deletes rather than leaving healthy entries behind
-        await store.record("acct", "cooling", OK, None, T0 + 1)
+        # a success after expiry deletes rather than leaving healthy entries behind
+        await store.record("acct", "cooling", OK, None, T0 + 100)
         assert [k async for k in client.scan_iter(match=pattern)] == [
             f"{redis_prefix}:health:m:acct:streak-only".encode()
         ]
@@ -316,6 +333,11 @@ async def _run_both(url: str, steps: list[tuple[Classification, str, float, floa
             expected = await memory.record("acct", model, kind, retry_after, now)
             assert await shared.record("acct", model, kind, retry_after, now) == expected
             assert await shared.snapshot(pairs, now) == await memory.snapshot(pairs, now)
+            # the raw machine too (streaks are invisible in a snapshot), pair and circuit
+            for raw_model in (model, None):
+                assert await shared.state_of("acct", raw_model, now) == memory.state_of(
+                    "acct", raw_model, now
+                )
     finally:
         keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
         if keys:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -74,11 +74,15 @@ def test_the_machine_under_any_sequence_of_events(script: list[Event], threshold
             continue
         before = state
         if event.kind == "succeed":
-            state, change = on_success(state)
-            # success always resets, and reports a recovery exactly when it had tripped
+            state, change = on_success(state, now)
+            failures_since_reset = 0
+            if before.active(now):
+                # a request admitted before the trip: the cooldown and its trips stay
+                assert (state, change) == (replace(before, streak=0), None)
+                continue
+            # after expiry a success resets, and reports a recovery exactly when it had tripped
             assert state == HEALTHY
             assert (change == "recovered") == (before.trips > 0)
-            failures_since_reset = 0
             continue
         state, change = on_failure(
             state,
@@ -110,12 +114,23 @@ def test_the_machine_under_any_sequence_of_events(script: list[Event], threshold
 
 def test_a_success_after_expiry_restarts_the_backoff() -> None:
     state = HealthState(trips=3, until=1_000.0, reason="http-429")
-    state, _ = on_success(state)
+    state, _ = on_success(state, 1_000.0)
     tripped, change = on_failure(
         state, 2_000.0, threshold=1, base_s=30, max_s=600, retry_after_s=None, reason="x"
     )
     assert change == "tripped"
     assert (tripped.trips, tripped.until) == (1, 2_030.0)
+
+
+def test_a_success_during_a_cooldown_leaves_it_and_its_trips_in_place() -> None:
+    cooling = HealthState(trips=2, until=1_000.0, reason="http-429")
+    assert on_success(cooling, 999.0) == (cooling, None)
+    # the next failure after expiry is still half-open: the next backoff step at once
+    tripped, change = on_failure(
+        cooling, 1_000.0, threshold=5, base_s=30, max_s=600, retry_after_s=None, reason="x"
+    )
+    assert (change, tripped.trips, tripped.until) == ("tripped", 3, 1_120.0)
+    assert on_success(cooling, 1_000.0) == (HEALTHY, "recovered")
 
 
 def _cooldown(account: str, model: str | None, until: float) -> Cooldown:

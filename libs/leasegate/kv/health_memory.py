@@ -108,8 +108,12 @@ class InProcessHealthStore:
         transitions = []
         for key in ((account_id, model), (account_id, None)):
             before = self.state_of(account_id, key[1], now)
-            _, change = on_success(before)
-            self._entries.pop(key, None)  # healthy is simply absent
+            after, change = on_success(before, now)
+            if after == HEALTHY:
+                self._entries.pop(key, None)  # healthy is simply absent
+            elif after != before:
+                # only the streak changed: keep the entry's forget time, as HSET keeps a TTL
+                self._entries[key] = _Stored(after, self._entries[key].forget_at)
             if change is not None:
                 transitions.append(transition(change, account_id, key[1], before))
         return transitions

@@ -7,9 +7,11 @@ Layout, one hash per entry (fields streak, trips, until, reason, forget):
 
 Account ids cannot contain a colon, so a served model name containing one stays unambiguous.
 Every write sets `forget` = max(until, now) + policy.retention_s and the key's TTL to the same
-distance, so idle entries vanish on their own; a success deletes both keys. Both expiries are
-read against the caller's `now` (an entry past `forget` counts as absent, exactly as in the
-in-process store), so correctness never depends on the TTL, Redis's clock or a sweeper.
+distance, so idle entries vanish on their own. A success deletes both keys, except one whose
+cooldown is still active: that keeps its cooldown and trips and only loses its streak. Both
+expiries are read against the caller's `now` (an entry past `forget` counts as absent, exactly
+as in the in-process store), so correctness never depends on the TTL, Redis's clock or a
+sweeper.
 
 The record script is the machine of `leasegate.routing.health` written again in Lua; numbers
 travel as `%.17g` strings so both sides compute bit-identical floats.
@@ -54,11 +56,18 @@ end
 if ARGV[1] == 'success' then
   local out = {}
   for i = 1, 2 do
-    local _, trips, till, reason = load(KEYS[i])
-    if trips > 0 then
-      out[#out + 1] = {tostring(i), 'recovered', num(till), tostring(trips), reason}
+    local streak, trips, till, reason = load(KEYS[i])
+    if till > now then
+      -- an active cooldown outlives a success from a request admitted before it tripped
+      if streak > 0 then
+        redis.call('HSET', KEYS[i], 'streak', 0)
+      end
+    else
+      if trips > 0 then
+        out[#out + 1] = {tostring(i), 'recovered', num(till), tostring(trips), reason}
+      end
+      redis.call('DEL', KEYS[i])
     end
-    redis.call('DEL', KEYS[i])
   end
   return out
 end

@@ -5,9 +5,15 @@ threshold, or an account circuit against the account failure threshold:
 
     healthy --failure x threshold--> cooling (trips=1, until=now+cooldown_s(1))
     cooling --failure--------------> cooling (ignored: a cooldown is never extended)
+    cooling --success--------------> cooling (streak=0; the cooldown and its trips stay)
     cooling --time passes----------> half-open (trips>0, until<=now)
     half-open --failure------------> cooling (trips+1, the next backoff step, at once)
-    any --success------------------> healthy (streak=0, trips=0; "recovered" if trips>0)
+    half-open --success------------> healthy (trips=0: "recovered", the cooldown has ended)
+    healthy --success--------------> healthy (streak=0)
+
+A success while a cooldown is active can only come from a request admitted before the trip;
+it says nothing about the upstream *now*, so it must not cut the cooldown short (SPEC §4: "a
+success after expiry resets the trips").
 
 The Redis store runs the same machine in Lua (`leasegate.kv.health_redis`); the contract
 suite in tests/contract proves the two agree.
@@ -39,7 +45,7 @@ class HealthState:
     streak: int = 0
     """Consecutive failures since the last success or trip."""
     trips: int = 0
-    """Cooldowns started since the last success; > 0 after expiry means half-open."""
+    """Cooldowns started since the last success after expiry; > 0 after expiry: half-open."""
     until: float = 0.0
     """Epoch seconds the current cooldown ends; 0 if it never tripped."""
     reason: str = ""
@@ -79,7 +85,9 @@ def on_failure(
     return HealthState(streak=0, trips=trips, until=until, reason=reason), "tripped"
 
 
-def on_success(state: HealthState) -> tuple[HealthState, Change | None]:
+def on_success(state: HealthState, now: float) -> tuple[HealthState, Change | None]:
+    if state.active(now):
+        return replace(state, streak=0), None
     return HEALTHY, ("recovered" if state.trips > 0 else None)
 
 

@@ -17,6 +17,7 @@ from leasegate.db.migrate import upgrade
 from leasegate.proxy.app import build_proxy_runtime, proxy_routes, start_proxy, stop_proxy
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
+from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.wiring import open_stores
 
@@ -44,8 +45,13 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(control))
     app.router.routes.extend(proxy_routes(proxy))
+    gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     app.include_router(
-        ops_router({"database": stores.ping_database, "redis": stores.ping_redis}, metrics_registry)
+        ops_router(
+            {"database": stores.ping_database, "redis": stores.ping_redis},
+            metrics_registry,
+            refresh=gauges.refresh,
+        )
     )
     app.state.control = control
     app.state.proxy = proxy

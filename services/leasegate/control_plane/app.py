@@ -15,6 +15,7 @@ from leasegate.core.clock import Clock, SystemClock
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
+from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.wiring import Stores, open_stores
 
@@ -32,8 +33,11 @@ def build_control_runtime(config: Config, stores: Stores, clock: Clock) -> Contr
 
 def create_control_plane_app(config: Config, clock: Clock | None = None) -> FastAPI:
     """The control plane as its own process (production mode)."""
+    the_clock = clock or SystemClock()
     stores = open_stores(config)
-    runtime = build_control_runtime(config, stores, clock or SystemClock())
+    runtime = build_control_runtime(config, stores, the_clock)
+    metrics_registry = CollectorRegistry()
+    gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -48,7 +52,9 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     app.include_router(control_router(runtime))
     app.include_router(
         ops_router(
-            {"database": stores.ping_database, "redis": stores.ping_redis}, CollectorRegistry()
+            {"database": stores.ping_database, "redis": stores.ping_redis},
+            metrics_registry,
+            refresh=gauges.refresh,
         )
     )
     app.state.runtime = runtime

@@ -26,6 +26,7 @@ from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
+from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.wiring import Stores, open_stores
 
@@ -112,8 +113,13 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.router.routes.extend(proxy_routes(runtime))
+    gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     app.include_router(
-        ops_router({"database": stores.ping_database, "redis": stores.ping_redis}, metrics_registry)
+        ops_router(
+            {"database": stores.ping_database, "redis": stores.ping_redis},
+            metrics_registry,
+            refresh=gauges.refresh,
+        )
     )
     app.state.runtime = runtime
     app.state.stores = stores
