@@ -45,7 +45,11 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     app.include_router(control_router(control))
     app.router.routes.extend(proxy_routes(proxy))
     app.include_router(
-        ops_router({"database": stores.ping_database, "redis": stores.ping_redis}, metrics_registry)
+        ops_router(
+            {"database": stores.ping_database, "redis": stores.ping_redis},
+            metrics_registry,
+            report=control.overlay.report,
+        )
     )
     app.state.control = control
     app.state.proxy = proxy

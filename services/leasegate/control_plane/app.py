@@ -48,7 +48,9 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     app.include_router(control_router(runtime))
     app.include_router(
         ops_router(
-            {"database": stores.ping_database, "redis": stores.ping_redis}, CollectorRegistry()
+            {"database": stores.ping_database, "redis": stores.ping_redis},
+            CollectorRegistry(),
+            report=runtime.overlay.report,
         )
     )
     app.state.runtime = runtime

@@ -42,6 +42,7 @@ async def mint(runtime: ControlRuntime, body: MintBody) -> dict[str, Any]:
             "citation-conflict",
             "retry_of_mint_decision_id and supersedes_mint_decision_id are mutually exclusive",
         )
+    await _hold_while_chain_corrupt(runtime, body)
     if body.retry_of_mint_decision_id or body.supersedes_mint_decision_id:
         raise GatewayError(
             "invalid-request",
@@ -49,6 +50,19 @@ async def mint(runtime: ControlRuntime, body: MintBody) -> dict[str, Any]:
             status=422,
         )
     return await _walk(runtime, body, Start())
+
+
+async def _hold_while_chain_corrupt(runtime: ControlRuntime, body: MintBody) -> None:
+    """Nothing fails open: an overlay that does not verify might hide a disabled account."""
+    verdict = await runtime.overlay.verdict()
+    if verdict.status != "corrupt":
+        return
+    decision = await _refuse(runtime, body, Start(), "account-state-unavailable", ())
+    raise GatewayError(
+        "account-state-unavailable",
+        "the admin audit chain does not verify: every mint is held until an operator repairs it",
+        mint_decision_id=decision.id,
+    )
 
 
 async def _walk(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[str, Any]:
