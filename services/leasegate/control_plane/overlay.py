@@ -1,9 +1,10 @@
 """The admin overlay: folded from the audit chain, verified on every fold, never trusted.
 
-Reads are served from a cache keyed on the chain's head (count, last hash, anchor) and at most
-`MAX_CACHE_AGE_S` old: an append, a deleted record or a touched anchor changes the head at
-once, and an in-place edit of an older record is caught by the next full fold. A mutation
-never uses the cache: it re-reads and re-verifies the chain under the database lock.
+Reads are served from a cache keyed on the chain's head (count, last hash, anchor) and the
+witness, and at most `MAX_CACHE_AGE_S` old: an append, a deleted record, a touched anchor or a
+rollback to an older head (the witness has moved on) misses the cache at once; an in-place
+edit of an older record is caught by the next full fold, within that age. A mutation never
+uses the cache: it re-reads and re-verifies the chain under the database lock.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ log = logging.getLogger("leasegate.audit")
 
 MAX_CACHE_AGE_S = 5.0
 AUTHENTICATED_BY = "admin-token"
+
+_CacheKey = tuple[ChainHead, Witness | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,28 +61,31 @@ class AdminOverlay:
         self._key = audit_key.get_secret_value().encode() if audit_key is not None else None
         self._clock = clock
         # one tuple, rebound at once: a reader never sees one head with another's verdict
-        self._cache: tuple[ChainHead, ChainVerdict, float] | None = None
+        self._cache: tuple[_CacheKey, ChainVerdict, float] | None = None
 
     async def verdict(self) -> ChainVerdict:
         """The verified overlay, from the cache while the chain's head is unchanged."""
+        witness = await self._read_witness()
         head = await self._repository.read_head()
         cached = self._cache
         if (
             cached is not None
-            and cached[0] == head
+            and cached[0] == (head, witness)
             and self._clock.monotonic() - cached[2] < MAX_CACHE_AGE_S
         ):
             return cached[1]
-        verdict, _ = await self.read_full()
+        verdict, _ = await self._fold(witness)
         return verdict
 
     async def read_full(self) -> tuple[ChainVerdict, ChainSnapshot]:
         """A full read and fold, bypassing (and refreshing) the cache."""
-        witness = await self._read_witness()
+        return await self._fold(await self._read_witness())
+
+    async def _fold(self, witness: Witness | None) -> tuple[ChainVerdict, ChainSnapshot]:
         snapshot = await self._repository.read_chain()
         verdict = fold(snapshot.records, snapshot.anchor, key=self._key, witness=witness)
         previous = self._cache
-        self._cache = (head_of(snapshot), verdict, self._clock.monotonic())
+        self._cache = ((head_of(snapshot), witness), verdict, self._clock.monotonic())
         if verdict.status == "corrupt":
             if previous is None or previous[1] != verdict:
                 log.error(
