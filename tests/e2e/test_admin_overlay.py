@@ -144,6 +144,7 @@ async def test_a_state_this_build_does_not_know_folds_as_disabled(gateway: Gatew
 async def test_a_corrupt_chain_holds_every_mint_and_mutation(gateway: Gateway) -> None:
     assert (await set_state(gateway, "draining", 0, account="claude-main")).status_code == 200
     assert (await set_state(gateway, "enabled", 1, account="claude-main")).status_code == 200
+    minted = await gateway.minted(dispatch_id="d-0")
     await _delete_record(gateway.env["LEASEGATE_DATABASE_URL"], seq=1)
 
     held = await gateway.mint()
@@ -151,6 +152,13 @@ async def test_a_corrupt_chain_holds_every_mint_and_mutation(gateway: Gateway) -
     error = held.json()["error"]
     assert (error["code"], error["disposition"]) == ("account-state-unavailable", "held")
     assert error["mint_decision_id"].startswith("md_")
+    renewal = await gateway.client.post(
+        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control
+    )
+    assert (renewal.status_code, renewal.json()["error"]["code"]) == (
+        503,
+        "account-state-unavailable",
+    )
     refused = await set_state(gateway, "disabled", 1)
     assert refused.status_code == 503
     assert refused.json()["error"]["code"] == "audit-chain-corrupt"
