@@ -21,7 +21,15 @@ from leasegate.db import Database, upgrade
 from leasegate.db.migrate import REPO_ROOT, alembic_config
 from leasegate.db.models import Base
 
-TABLES = {"account_leases", "alembic_version", "evidence", "keys", "mint_decisions"}
+TABLES = {
+    "account_leases",
+    "alembic_version",
+    "audit_anchor",
+    "audit_records",
+    "evidence",
+    "keys",
+    "mint_decisions",
+}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

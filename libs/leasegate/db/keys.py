@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, Update, and_, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from leasegate.core.records import KeyRecord
 from leasegate.db.convert import key_record
@@ -49,17 +50,7 @@ class KeyRepository:
         self, account_id: str, reason: str, now: datetime
     ) -> list[KeyRecord]:
         async with self._db.session() as session:
-            # lock the rows in key order first, so two concurrent calls cannot deadlock
-            await session.execute(
-                select(KeyRow.key_id)
-                .where(KeyRow.account_id == account_id, is_live(now))
-                .order_by(KeyRow.key_id)
-                .with_for_update()
-            )
-            ended = await session.scalars(
-                _end(KeyRow.account_id == account_id, reason, now).returning(KeyRow)
-            )
-            return sorted((key_record(row) for row in ended), key=lambda k: k.key_id)
+            return await end_account_keys(session, account_id, reason, now)
 
     async def live_lease_counts(self, account_ids: Iterable[str], now: datetime) -> dict[str, int]:
         counts = dict.fromkeys(account_ids, 0)
@@ -74,6 +65,24 @@ class KeyRepository:
             for account_id, count in rows:
                 counts[account_id] = count
         return counts
+
+
+async def end_account_keys(
+    session: AsyncSession, account_id: str, reason: str, now: datetime
+) -> list[KeyRecord]:
+    """End every live key of the account inside the caller's transaction (an admin disable
+    revokes in the same transaction as its audit record); the keys this call ended."""
+    # lock the rows in key order first, so two concurrent calls cannot deadlock
+    await session.execute(
+        select(KeyRow.key_id)
+        .where(KeyRow.account_id == account_id, is_live(now))
+        .order_by(KeyRow.key_id)
+        .with_for_update()
+    )
+    ended = await session.scalars(
+        _end(KeyRow.account_id == account_id, reason, now).returning(KeyRow)
+    )
+    return sorted((key_record(row) for row in ended), key=lambda k: k.key_id)
 
 
 def _end(which: ColumnElement[bool], reason: str, now: datetime) -> Update:

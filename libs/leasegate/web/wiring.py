@@ -13,6 +13,7 @@ from leasegate.config import Config
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.health import HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
+from leasegate.core.ports.witness import AuditWitness
 from leasegate.db.engine import Database
 from leasegate.db.store import Store
 from leasegate.kv.health_memory import InProcessHealthStore
@@ -21,6 +22,8 @@ from leasegate.kv.revocations_memory import InProcessRevocationBus
 from leasegate.kv.revocations_redis import RedisRevocationBus
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots
+from leasegate.kv.witness_memory import InProcessAuditWitness
+from leasegate.kv.witness_redis import RedisAuditWitness
 
 
 @dataclass
@@ -31,6 +34,8 @@ class Stores:
     slots: RequestSlots
     revocations: RevocationBus
     redis: aioredis.Redis | None
+    witness: AuditWitness
+    """The audit chain's high-water mark, outside the database."""
 
     async def ping_database(self) -> None:
         if not await self.database.ping():
@@ -76,6 +81,7 @@ def open_stores(config: Config) -> Stores:
             slots=InProcessRequestSlots(settings.request_slot_lease_s),
             revocations=InProcessRevocationBus(),
             redis=None,
+            witness=InProcessAuditWitness(),
         )
     # A blocking pool: a burst of admissions waits briefly for a connection rather than
     # failing with MaxConnectionsError.
@@ -91,4 +97,5 @@ def open_stores(config: Config) -> Stores:
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
         revocations=RedisRevocationBus(client, prefix),
         redis=client,
+        witness=RedisAuditWitness(client, prefix),
     )

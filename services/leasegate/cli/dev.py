@@ -51,6 +51,7 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
             refresh=gauges.refresh,
+            report=control.overlay.report,
         )
     )
     app.state.control = control

@@ -1,4 +1,5 @@
-"""`leasegate`: dev | control-plane | proxy | migrate.
+"""`leasegate`: dev | control-plane | proxy | migrate, and the operator commands
+`accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
 
 Every command validates the whole configuration first and exits 2 with one line when it is
 wrong; servers log JSON lines to stderr and drain on SIGTERM.
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 import uvicorn
 from pydantic import SecretStr
 
+from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.dev import create_dev_app
 from leasegate.config import Config, ConfigError, load_config
 from leasegate.control_plane.app import create_control_plane_app
@@ -27,6 +29,8 @@ _DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command in ADMIN_COMMANDS:
+        return run_admin(args)  # a client of the admin API: the server's settings do not apply
     try:
         config = load_config()
         return _run(args, config)
@@ -86,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--host", default="127.0.0.1")
         command.add_argument("--port", type=int, default=None)
     commands.add_parser("migrate", help="alembic upgrade head on LEASEGATE_DATABASE_URL")
+    add_admin_commands(commands)
     return parser
 
 

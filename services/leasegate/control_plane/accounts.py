@@ -19,16 +19,19 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dic
     snapshot = await runtime.stores.health.snapshot(pairs, epoch)
     leases = await runtime.stores.store.live_lease_counts(ids, now)
     in_flight = await runtime.stores.slots.in_flight(ids, epoch)
-    admin = await runtime.admin_states()
+    verdict = await runtime.overlay.verdict()
+    # While the chain is corrupt no state can be vouched for: say so rather than guess.
+    admin: dict[str, str] = dict(verdict.overlay)
+    default = "unknown" if verdict.status == "corrupt" else "enabled"
     return {
         "accounts": [
             _account(
-                a, snapshot, admin.get(a.id, "enabled"), leases.get(a.id, 0), in_flight.get(a.id, 0)
+                a, snapshot, admin.get(a.id, default), leases.get(a.id, 0), in_flight.get(a.id, 0)
             )
             for a in accounts
         ],
-        "revision": 0,
-        "chain": "absent",
+        "revision": verdict.revision,
+        "chain": verdict.status,
     }
 
 

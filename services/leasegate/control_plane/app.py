@@ -55,6 +55,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
             refresh=gauges.refresh,
+            report=runtime.overlay.report,
         )
     )
     app.state.runtime = runtime

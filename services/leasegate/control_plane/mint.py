@@ -88,6 +88,7 @@ async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[s
     if not candidates:
         unknown = GatewayError("model-not-served", f"no account serves {body.model!r}")
         await refuse(runtime, body, start, unknown)
+    await _hold_while_chain_corrupt(runtime, body, start)
     # The UNIQUE live_dispatch column is the guarantee under concurrency (commit_mint); this
     # read gives the SPEC-ordered answer before selection could answer something else.
     if await runtime.stores.store.live_key_of_dispatch(
@@ -95,6 +96,19 @@ async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[s
     ):
         await refuse(runtime, body, start, _lease_held())
     return await _walk(runtime, body, start, candidates, ttl_s)
+
+
+async def _hold_while_chain_corrupt(runtime: ControlRuntime, body: MintBody, start: Start) -> None:
+    """Nothing fails open: an overlay that does not verify might hide a disabled account.
+    Checked after every rejection that applies, so a bad request is never told to wait."""
+    verdict = await runtime.overlay.verdict()
+    if verdict.status == "corrupt":
+        held = GatewayError(
+            "account-state-unavailable",
+            "the admin audit chain does not verify: every mint is held until an operator "
+            "repairs it",
+        )
+        await refuse(runtime, body, start, held)
 
 
 async def _walk(

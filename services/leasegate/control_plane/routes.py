@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from leasegate.control_plane import keys
 from leasegate.control_plane.accounts import accounts_view
+from leasegate.control_plane.admin import admin_router
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.mint import mint
 from leasegate.control_plane.runtime import ControlRuntime
@@ -57,6 +58,7 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
         return await keys.read(runtime, key_id)
 
     router.include_router(_read_routes(runtime))
+    router.include_router(admin_router(runtime))
     return router
 
 

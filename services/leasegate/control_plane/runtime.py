@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.config import Settings
+from leasegate.control_plane.overlay import AdminOverlay
 from leasegate.core.clock import Clock
+from leasegate.core.errors import GatewayError
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.records import KeyRecord
+from leasegate.db.audit import AuditRepository
 from leasegate.routing.selection import AdminState, Facts
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.wiring import Stores
@@ -22,6 +25,16 @@ class ControlRuntime:
     clock: Clock
     stores: Stores
     auth: TokenAuthority
+    overlay: AdminOverlay = field(init=False)
+    """The operators' account states, folded from the audit chain."""
+
+    def __post_init__(self) -> None:
+        self.overlay = AdminOverlay(
+            AuditRepository(self.stores.database),
+            self.stores.witness,
+            self.settings.audit_key,
+            self.clock,
+        )
 
     async def facts(self, candidates: Sequence[Candidate]) -> Facts:
         """Live facts for selection: one health read, one lease count, the admin overlay."""
@@ -40,8 +53,12 @@ class ControlRuntime:
         )
 
     async def admin_states(self) -> dict[str, AdminState]:
-        """The operators' overlay. Until the audit chain exists every account is enabled."""
-        return {}
+        """The operators' overlay; held (`account-state-unavailable`) while the chain is corrupt:
+        an overlay nobody can verify never decides who may be selected."""
+        verdict = await self.overlay.verdict()
+        if verdict.status == "corrupt":
+            raise GatewayError("account-state-unavailable", "the admin audit chain does not verify")
+        return dict(verdict.overlay)
 
     async def announce_revoked(self, keys: Sequence[KeyRecord]) -> None:
         """Tell every proxy replica, now, that these keys have ended."""

@@ -1,0 +1,126 @@
+"""The audit chain as values: records, the anchor, the canonical encoding, links, signatures.
+
+A record's hash is SHA-256 over a canonical JSON encoding of every field but the hash itself,
+`prev_hash` included, so each record commits to the whole chain before it. The anchor (count and
+head hash) is HMAC-SHA256-signed with the audit key when one is configured: without the key
+nobody can produce an anchor for a chain they rewrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+GENESIS = "0" * 64
+"""The `prev_hash` of record 1."""
+
+ENCODING_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What one mutation asks to append; linking makes it a record."""
+
+    at: datetime
+    actor: str
+    """The admin token's configured name: who made the call."""
+    authenticated_by: str
+    """How the actor was authenticated (`admin-token`)."""
+    on_behalf_of: str | None
+    """A name the caller supplied (e.g. a dashboard's own operator); never authenticated here."""
+    account_id: str
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    seq: int
+    """1-based; the chain's length after this record is its revision."""
+    at: datetime
+    actor: str
+    authenticated_by: str
+    on_behalf_of: str | None
+    account_id: str
+    state: str
+    """`enabled`, `disabled` or `draining`; anything else folds as `disabled`."""
+    reason: str
+    revoked_keys: int
+    """How many live keys the mutation ended (disable only)."""
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The chain's length and head hash as of the last append, kept apart from the records."""
+
+    count: int
+    head_hash: str
+    signature: str | None = None
+    """HMAC-SHA256 over (count, head_hash) with the audit key; None when no key is set."""
+
+
+def canonical(record: AuditRecord) -> bytes:
+    """The bytes a record's hash covers: every field but `hash`, sorted keys, no spaces."""
+    fields = {
+        "v": ENCODING_VERSION,
+        "seq": record.seq,
+        "at": record.at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "actor": record.actor,
+        "authenticated_by": record.authenticated_by,
+        "on_behalf_of": record.on_behalf_of,
+        "account_id": record.account_id,
+        "state": record.state,
+        "reason": record.reason,
+        "revoked_keys": record.revoked_keys,
+        "prev_hash": record.prev_hash,
+    }
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def record_hash(record: AuditRecord) -> str:
+    return hashlib.sha256(canonical(record)).hexdigest()
+
+
+def link(entry: Entry, *, seq: int, prev_hash: str, revoked_keys: int) -> AuditRecord:
+    """The record `entry` becomes when appended after a chain of `seq - 1` records."""
+    unhashed = AuditRecord(
+        seq=seq,
+        at=entry.at,
+        actor=entry.actor,
+        authenticated_by=entry.authenticated_by,
+        on_behalf_of=entry.on_behalf_of,
+        account_id=entry.account_id,
+        state=entry.state,
+        reason=entry.reason,
+        revoked_keys=revoked_keys,
+        prev_hash=prev_hash,
+        hash="",
+    )
+    return rehashed(unhashed)
+
+
+def rehashed(record: AuditRecord) -> AuditRecord:
+    """The record with its hash recomputed (also what a forger without the audit key can do)."""
+    return replace(record, hash=record_hash(record))
+
+
+def anchor_signature(count: int, head_hash: str, key: bytes) -> str:
+    message = f"leasegate-audit-anchor:v{ENCODING_VERSION}:{count}:{head_hash}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def anchor_for(count: int, head_hash: str, key: bytes | None) -> Anchor:
+    signature = anchor_signature(count, head_hash, key) if key is not None else None
+    return Anchor(count, head_hash, signature)
+
+
+def signature_valid(anchor: Anchor, key: bytes) -> bool:
+    if anchor.signature is None:
+        return False
+    expected = anchor_signature(anchor.count, anchor.head_hash, key)
+    return hmac.compare_digest(expected, anchor.signature)

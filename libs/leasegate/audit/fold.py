@@ -1,0 +1,153 @@
+"""Fold and verify: a chain plus its anchor (and the witness, when there is one) become
+`ok | absent | corrupt` and the admin overlay. Verified on every fold, never trusted.
+
+What reads `corrupt`, and the `first_bad_seq` reported (the first sequence number at which
+verification fails):
+
+    sequence-gap            record k is missing (a middle record was deleted)         k
+    link-broken             record k does not link to record k-1                       k
+    hash-mismatch           record k's fields do not match its hash (an edit)          k
+    truncated               fewer records than the anchor counts                       n+1
+    unanchored-records      more records than the anchor counts                        count+1
+    anchor-missing          records exist but the anchor does not                      1
+    anchor-head-mismatch    the anchor's head is not the chain's head                  1
+    anchor-unsigned         an audit key is set and the anchor carries no signature    1
+    anchor-signature-invalid  the signature does not verify with the audit key         1
+    anchor-signed-without-key the anchor is signed but no audit key is configured      1
+    behind-witness          fewer records than the witness has seen (a rollback)       n+1
+    witness-head-mismatch   record w is not the one the witness saw                    1
+
+Where the evidence cannot say which record was rewritten (a coherent rewrite re-hashes
+everything after it), 1 is reported: nothing in the chain can be trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from leasegate.audit.chain import (
+    GENESIS,
+    Anchor,
+    AuditRecord,
+    Entry,
+    anchor_for,
+    link,
+    record_hash,
+    signature_valid,
+)
+from leasegate.core.ports.witness import Witness
+
+ChainStatus = Literal["ok", "absent", "corrupt"]
+AdminState = Literal["enabled", "disabled", "draining"]
+
+KNOWN_STATES: frozenset[str] = frozenset({"enabled", "disabled", "draining"})
+
+
+@dataclass(frozen=True, slots=True)
+class ChainVerdict:
+    status: ChainStatus
+    revision: int
+    """The number of records read (the chain's length)."""
+    head_hash: str
+    """The hash of the last record read; GENESIS for an empty chain."""
+    overlay: Mapping[str, AdminState] = field(default_factory=dict)
+    """account id -> state, folded from the chain; empty when corrupt (nothing is trusted)."""
+    first_bad_seq: int | None = None
+    problem: str | None = None
+    """One of the names in this module's docstring, when corrupt."""
+
+
+def folded_state(state: str) -> AdminState:
+    """A state this build does not know folds as `disabled`: every value the field has ever
+    held is a withdrawal of some strength, so a newer build's record is far likelier a
+    narrower withdrawal than a permission. Over-withdrawing is loud and reversible."""
+    if state == "enabled":
+        return "enabled"
+    if state == "draining":
+        return "draining"
+    return "disabled"
+
+
+def fold(
+    records: Sequence[AuditRecord],
+    anchor: Anchor | None,
+    *,
+    key: bytes | None,
+    witness: Witness | None = None,
+) -> ChainVerdict:
+    """Verify `records` (ordered by seq) against `anchor`, the audit key and the witness."""
+    overlay: dict[str, AdminState] = {}
+    head = GENESIS
+    for position, record in enumerate(records, start=1):
+        problem = _record_problem(record, position, head)
+        if problem is not None:
+            return _corrupt(len(records), head, position, problem)
+        head = record.hash
+        overlay[record.account_id] = folded_state(record.state)
+    count = len(records)
+    problem_at = _anchor_problem(records, anchor, key, head) or _witness_problem(records, witness)
+    if problem_at is not None:
+        problem, first_bad = problem_at
+        return _corrupt(count, head, first_bad, problem)
+    return ChainVerdict("ok" if count else "absent", count, head, overlay)
+
+
+def _record_problem(record: AuditRecord, position: int, prev_hash: str) -> str | None:
+    if record.seq != position:
+        return "sequence-gap"
+    if record.prev_hash != prev_hash:
+        return "link-broken"
+    if record_hash(record) != record.hash:
+        return "hash-mismatch"
+    return None
+
+
+def _anchor_problem(
+    records: Sequence[AuditRecord], anchor: Anchor | None, key: bytes | None, head: str
+) -> tuple[str, int] | None:
+    count = len(records)
+    if anchor is None:
+        return ("anchor-missing", 1) if count else None
+    if key is not None and anchor.signature is None:
+        return "anchor-unsigned", 1
+    if key is not None and not signature_valid(anchor, key):
+        return "anchor-signature-invalid", 1
+    if key is None and anchor.signature is not None:
+        return "anchor-signed-without-key", 1
+    if count < anchor.count:
+        return "truncated", count + 1
+    if count > anchor.count:
+        return "unanchored-records", anchor.count + 1
+    if anchor.head_hash != head:
+        return "anchor-head-mismatch", 1
+    return None
+
+
+def _witness_problem(
+    records: Sequence[AuditRecord], witness: Witness | None
+) -> tuple[str, int] | None:
+    if witness is None or witness.revision <= 0:
+        return None
+    if len(records) < witness.revision:
+        return "behind-witness", len(records) + 1
+    if records[witness.revision - 1].hash != witness.head_hash:
+        return "witness-head-mismatch", 1
+    return None
+
+
+def _corrupt(count: int, head: str, first_bad: int, problem: str) -> ChainVerdict:
+    return ChainVerdict("corrupt", count, head, {}, first_bad, problem)
+
+
+def extend(
+    verdict: ChainVerdict, entry: Entry, *, revoked_keys: int, key: bytes | None
+) -> tuple[AuditRecord, Anchor]:
+    """The record that appends `entry` to a verified chain, and the anchor that goes with it."""
+    if verdict.status == "corrupt":
+        raise ValueError("a corrupt chain is never extended")
+    record = link(
+        entry, seq=verdict.revision + 1, prev_hash=verdict.head_hash, revoked_keys=revoked_keys
+    )
+    return record, anchor_for(record.seq, record.hash, key)

@@ -1,0 +1,178 @@
+"""The audit chain's storage: consistent reads, and appends serialised by the database.
+
+Reads take one snapshot (REPEATABLE READ on Postgres; on SQLite every transaction already holds
+the database lock), so a chain and its anchor are never seen from two different moments.
+An append locks the anchor row (SELECT ... FOR UPDATE) before it reads, so concurrent writers,
+in any number of processes, queue in the database and each decides from what the one before
+it committed. The very first append has no anchor row to lock; two first writers then collide
+on the records' primary key, and the loser's whole transaction (its revocations included) is
+rolled back and reported as ChainRaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from leasegate.audit import Anchor, AuditRecord
+from leasegate.core.records import KeyRecord
+from leasegate.db.engine import Database
+from leasegate.db.keys import end_account_keys
+from leasegate.db.models import ANCHOR_ID, AuditAnchorRow, AuditRecordRow
+
+_RECORDS = AuditRecordRow.__table__
+_ANCHOR = AuditAnchorRow.__table__
+
+REVOKE_REASON = "account-disabled"
+
+
+class ChainRaced(Exception):
+    """Another writer appended the same sequence number first; nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainSnapshot:
+    records: tuple[AuditRecord, ...]
+    anchor: Anchor | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """A cheap fingerprint of the chain, for caching a fold: any append, deleted record,
+    replaced last record or touched anchor changes it."""
+
+    count: int
+    last_hash: str | None
+    anchor: Anchor | None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendPlan:
+    """What a verified mutation appends. `seal` is given how many keys were revoked."""
+
+    revoke_account: str | None
+    seal: Callable[[int], tuple[AuditRecord, Anchor]]
+
+
+Prepare = Callable[[ChainSnapshot], AppendPlan]
+"""Verifies the locked chain and checks the caller's revision; raises to abort."""
+
+
+class AuditRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def read_chain(self) -> ChainSnapshot:
+        async with self._snapshot() as connection:
+            anchor = (await connection.execute(select(_ANCHOR))).first()
+            rows = await connection.execute(select(_RECORDS).order_by(_RECORDS.c.seq))
+            return ChainSnapshot(tuple(_record(row) for row in rows), _anchor(anchor))
+
+    async def read_head(self) -> ChainHead:
+        async with self._snapshot() as connection:
+            anchor = (await connection.execute(select(_ANCHOR))).first()
+            count = await connection.scalar(select(func.count()).select_from(_RECORDS))
+            last = await connection.scalar(
+                select(_RECORDS.c.hash).order_by(_RECORDS.c.seq.desc()).limit(1)
+            )
+            return ChainHead(count or 0, last, _anchor(anchor))
+
+    async def append(self, prepare: Prepare, now: datetime) -> tuple[AuditRecord, list[KeyRecord]]:
+        """Lock, read, `prepare`, revoke (disable only), append, re-anchor: one transaction.
+
+        Revocation comes after the revision check and before the append: a stale request
+        revokes nothing, and no record claims a revocation that did not happen.
+        """
+        try:
+            async with self._db.session() as session:
+                snapshot = await _locked_chain(session)
+                plan = prepare(snapshot)
+                ended: list[KeyRecord] = []
+                if plan.revoke_account is not None:
+                    ended = await end_account_keys(session, plan.revoke_account, REVOKE_REASON, now)
+                record, anchor = plan.seal(len(ended))
+                await session.execute(insert(AuditRecordRow).values(_values(record)))
+                await self._put_anchor(session, anchor)
+                return record, ended
+        except IntegrityError as exc:
+            if "audit" in str(exc.orig):
+                raise ChainRaced(str(exc.orig)) from None
+            raise
+
+    async def _put_anchor(self, session: AsyncSession, anchor: Anchor) -> None:
+        dialect = postgresql if self._db.dialect == "postgresql" else sqlite
+        values = {
+            "count": anchor.count,
+            "head_hash": anchor.head_hash,
+            "signature": anchor.signature,
+        }
+        await session.execute(
+            dialect.insert(AuditAnchorRow)
+            .values(id=ANCHOR_ID, **values)
+            .on_conflict_do_update(index_elements=[AuditAnchorRow.id], set_=values)
+        )
+
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
+        async with self._db.engine.connect() as connection:
+            if self._db.dialect == "postgresql":
+                await connection.execution_options(isolation_level="REPEATABLE READ")
+            async with connection.begin():
+                yield connection
+
+
+async def _locked_chain(session: AsyncSession) -> ChainSnapshot:
+    # FOR UPDATE is Postgres' row lock; SQLite renders none and is serialised by BEGIN IMMEDIATE
+    anchor = (
+        await session.execute(select(_ANCHOR).where(_ANCHOR.c.id == ANCHOR_ID).with_for_update())
+    ).first()
+    rows = await session.execute(select(_RECORDS).order_by(_RECORDS.c.seq))
+    return ChainSnapshot(tuple(_record(row) for row in rows), _anchor(anchor))
+
+
+def _record(row: Row[Any]) -> AuditRecord:
+    return AuditRecord(
+        seq=row.seq,
+        at=row.at,
+        actor=row.actor,
+        authenticated_by=row.authenticated_by,
+        on_behalf_of=row.on_behalf_of,
+        account_id=row.account_id,
+        state=row.state,
+        reason=row.reason,
+        revoked_keys=row.revoked_keys,
+        prev_hash=row.prev_hash,
+        hash=row.hash,
+    )
+
+
+def _anchor(row: Row[Any] | None) -> Anchor | None:
+    if row is None:
+        return None
+    # `count` is also a tuple method on Row: read the columns by name
+    values = row._mapping
+    return Anchor(values["count"], values["head_hash"], values["signature"])
+
+
+def _values(record: AuditRecord) -> dict[str, object]:
+    return {
+        "seq": record.seq,
+        "at": record.at,
+        "actor": record.actor,
+        "authenticated_by": record.authenticated_by,
+        "on_behalf_of": record.on_behalf_of,
+        "account_id": record.account_id,
+        "state": record.state,
+        "reason": record.reason,
+        "revoked_keys": record.revoked_keys,
+        "prev_hash": record.prev_hash,
+        "hash": record.hash,
+    }

@@ -1,0 +1,32 @@
+"""`audit_records`: the admin overlay's audit chain, one row per mutation, append-only.
+
+On Postgres the migration adds triggers that refuse UPDATE, DELETE and TRUNCATE (on SQLite,
+UPDATE and DELETE), so changing history takes the owner's deliberate act (disabling them),
+and the hash chain then tells.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from leasegate.db.models.base import Base
+
+
+class AuditRecordRow(Base):
+    __tablename__ = "audit_records"
+
+    # The chain assigns seq itself; two writers racing for the same seq collide on this key.
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    at: Mapped[datetime]
+    actor: Mapped[str] = mapped_column(Text)
+    authenticated_by: Mapped[str] = mapped_column(String(64))
+    on_behalf_of: Mapped[str | None] = mapped_column(Text)
+    account_id: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    revoked_keys: Mapped[int] = mapped_column(Integer)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))

@@ -1,0 +1,136 @@
+"""Operator commands that talk to a running control plane's admin API:
+
+    leasegate accounts list
+    leasegate accounts disable|enable|drain ID --reason TEXT [--on-behalf-of NAME]
+    leasegate audit verify
+
+`--url` (default http://127.0.0.1:8080) names the control plane; the token is `--token` or
+LEASEGATE_ADMIN_TOKEN. Exit codes: 0 done (for `audit verify`: the chain is ok), 1 refused
+or corrupt, 2 usage or connection problem, 3 `audit verify` on a chain with no records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ADMIN_COMMANDS = frozenset({"accounts", "audit"})
+DEFAULT_URL = "http://127.0.0.1:8080"
+_STATES = {"disable": "disabled", "enable": "enabled", "drain": "draining"}
+
+
+class ClientSettings(BaseSettings):
+    """What an operator's shell provides; the server's own settings are not needed here."""
+
+    model_config = SettingsConfigDict(env_prefix="LEASEGATE_", extra="ignore")
+
+    admin_token: SecretStr | None = None
+
+
+def add_admin_commands(commands: Any) -> None:
+    """Register `accounts` and `audit` on the top-level subparsers."""
+    accounts = commands.add_parser("accounts", help="list accounts or change one's admin state")
+    actions = accounts.add_subparsers(dest="action", required=True)
+    _client_options(actions.add_parser("list", help="every account and its admin state"))
+    for action, state in _STATES.items():
+        parser = actions.add_parser(action, help=f"mark an account {state}")
+        parser.add_argument("account_id")
+        parser.add_argument("--reason", required=True)
+        parser.add_argument("--on-behalf-of", default=None)
+        _client_options(parser)
+    audit = commands.add_parser("audit", help="the admin audit chain")
+    audit_actions = audit.add_subparsers(dest="action", required=True)
+    _client_options(audit_actions.add_parser("verify", help="exit 0 only when the chain is ok"))
+
+
+def _client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=DEFAULT_URL, help="the control plane's base URL")
+    parser.add_argument("--token", default=None, help="admin token (or LEASEGATE_ADMIN_TOKEN)")
+
+
+def run_admin(args: argparse.Namespace) -> int:
+    token = args.token or _env_token()
+    if not token:
+        sys.stderr.write("leasegate: no admin token: set LEASEGATE_ADMIN_TOKEN or pass --token\n")
+        return 2
+    headers = {"Authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=30) as client:
+            if args.command == "audit":
+                return _verify(client)
+            if args.action == "list":
+                return _list(client)
+            return _change(client, args)
+    except httpx.HTTPError as exc:
+        sys.stderr.write(f"leasegate: cannot reach {args.url}: {type(exc).__name__}\n")
+        return 2
+
+
+def _env_token() -> str | None:
+    token = ClientSettings().admin_token
+    return token.get_secret_value() if token is not None else None
+
+
+def _list(client: httpx.Client) -> int:
+    response = client.get("/control/v2/accounts")
+    if response.status_code != 200:
+        return _refused(response)
+    view = response.json()
+    out = [f"revision {view['revision']}  chain {view['chain']}"]
+    out.append(f"{'ACCOUNT':<32} {'ADMIN':<10} {'HEALTH':<13} {'LEASES':>6}  CONFIGURED")
+    for a in view["accounts"]:
+        out.append(
+            f"{a['id']:<32} {a['admin_state']:<10} {a['health']:<13} "
+            f"{a['leases_held']:>6}  {'yes' if a['configured'] else 'no'}"
+        )
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+def _change(client: httpx.Client, args: argparse.Namespace) -> int:
+    current = client.get("/control/v2/accounts")
+    if current.status_code != 200:
+        return _refused(current)
+    body = {
+        "state": _STATES[args.action],
+        "expected_revision": current.json()["revision"],
+        "reason": args.reason,
+        "on_behalf_of": args.on_behalf_of,
+    }
+    response = client.post(f"/control/v2/accounts/{args.account_id}/state", json=body)
+    if response.status_code != 200:
+        return _refused(response)
+    view = response.json()
+    sys.stdout.write(
+        f"{view['id']}: {view['admin_state']} at revision {view['revision']}"
+        f" ({view['revoked_keys']} keys revoked)\n"
+    )
+    return 0
+
+
+def _verify(client: httpx.Client) -> int:
+    response = client.get("/control/v2/audit")
+    if response.status_code != 200:
+        return _refused(response)
+    audit = response.json()
+    line = f"chain {audit['chain']}  revision {audit['revision']}"
+    if audit["chain"] == "corrupt":
+        line += f"  first_bad_seq {audit['first_bad_seq']}  ({audit.get('problem')})"
+    sys.stdout.write(line + "\n")
+    return {"ok": 0, "absent": 3}.get(audit["chain"], 1)
+
+
+def _refused(response: httpx.Response) -> int:
+    try:
+        error: dict[str, Any] = response.json()["error"]
+        detail = f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        detail = json.dumps(response.text[:200])
+    sys.stderr.write(f"leasegate: HTTP {response.status_code} {detail}\n")
+    return 1

@@ -1,0 +1,81 @@
+"""Operators' routes: change an account's admin state (admin tokens only), read the chain."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header
+
+from leasegate.audit import AuditRecord
+from leasegate.control_plane.accounts import accounts_view
+from leasegate.control_plane.overlay import StateChange
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.schemas import StateBody
+from leasegate.core.clock import iso
+from leasegate.core.errors import GatewayError
+from leasegate.web.auth import Caller, require_admin
+
+
+def admin_router(runtime: ControlRuntime) -> APIRouter:
+    def admin(authorization: Annotated[str | None, Header()] = None) -> Caller:
+        return require_admin(runtime.auth.authenticate(authorization))
+
+    router = APIRouter()
+
+    # As a route dependency it runs before the body is validated: a control token gets 403.
+    @router.post("/accounts/{account_id}/state", dependencies=[Depends(admin)])
+    async def set_state(
+        account_id: str,
+        body: StateBody,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        caller = admin(authorization)
+        if runtime.registry.account(account_id) is None:
+            raise GatewayError("account-not-found", f"no account {account_id!r}")
+        change = StateChange(
+            account_id=account_id,
+            state=body.state,
+            expected_revision=body.expected_revision,
+            reason=body.reason,
+            actor=caller.name,
+            on_behalf_of=body.on_behalf_of,
+        )
+        record, revoked = await runtime.overlay.mutate(change)
+        await runtime.announce_revoked(revoked)
+        view = await accounts_view(runtime, only=account_id)
+        return {
+            **view["accounts"][0],
+            "revision": view["revision"],
+            "chain": view["chain"],
+            "revoked_keys": len(revoked),
+            "record": record_view(record),
+        }
+
+    @router.get("/audit")
+    async def read_audit() -> dict[str, Any]:
+        verdict, snapshot = await runtime.overlay.read_full()
+        return {
+            "chain": verdict.status,
+            "revision": verdict.revision,
+            "first_bad_seq": verdict.first_bad_seq,
+            "problem": verdict.problem,
+            "records": [record_view(r) for r in snapshot.records],
+        }
+
+    return router
+
+
+def record_view(record: AuditRecord) -> dict[str, Any]:
+    return {
+        "seq": record.seq,
+        "at": iso(record.at),
+        "actor": record.actor,
+        "authenticated_by": record.authenticated_by,
+        "on_behalf_of": record.on_behalf_of,
+        "account_id": record.account_id,
+        "state": record.state,
+        "reason": record.reason,
+        "revoked_keys": record.revoked_keys,
+        "prev_hash": record.prev_hash,
+        "hash": record.hash,
+    }
