@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from leasegate.core.ports.storage import (
+    AdminStateMoved,
     CitedDecisionSuperseded,
     DispatchLeaseHeld,
     IdempotencyKeyTaken,
@@ -26,6 +27,7 @@ from leasegate.db.convert import decision_values, key_record, key_values
 from leasegate.db.engine import Database
 from leasegate.db.keys import is_live
 from leasegate.db.models import AccountLeaseRow, KeyRow, MintDecisionRow, live_dispatch_of
+from leasegate.db.models.audit_anchor import ANCHOR_ID, AuditAnchorRow
 
 RENEWED = "renewed"
 
@@ -49,9 +51,12 @@ class MintRepository:
         *,
         lease_capacity: int | None,
         now: datetime,
+        admin_revision: int | None = None,
     ) -> None:
         try:
             async with self._db.session() as session:
+                if admin_revision is not None:
+                    await _hold_admin_revision(session, admin_revision)
                 await _claim_dispatch(session, key, now)
                 if lease_capacity is not None:
                     await _lock_account(session, self._db.dialect, key.account_id)
@@ -71,9 +76,12 @@ class MintRepository:
         *,
         lease_capacity: int | None,
         now: datetime,
+        admin_revision: int | None = None,
     ) -> KeyRecord:
         try:
             async with self._db.session() as session:
+                if admin_revision is not None:
+                    await _hold_admin_revision(session, admin_revision)
                 account_id = await session.scalar(
                     select(KeyRow.account_id).where(KeyRow.key_id == old_key_id)
                 )
@@ -125,6 +133,20 @@ async def _claim_dispatch(session: AsyncSession, key: KeyRecord, now: datetime) 
     held = await session.scalar(select(KeyRow.key_id).where(KeyRow.live_dispatch == slot))
     if held is not None:
         raise DispatchLeaseHeld(held)
+
+
+async def _hold_admin_revision(session: AsyncSession, expected: int) -> None:
+    """Share-lock the audit anchor and insist the chain is as long as when the overlay was
+    read. An admin mutation takes the same row FOR UPDATE, so it waits for in-flight mints to
+    commit (and then revokes their keys), and mints that start meanwhile see the new length
+    and decide again: a disable can never miss a key minted concurrently."""
+    count = await session.scalar(
+        select(AuditAnchorRow.count)
+        .where(AuditAnchorRow.id == ANCHOR_ID)
+        .with_for_update(read=True)
+    )
+    if (count or 0) != expected:
+        raise AdminStateMoved(f"audit chain at {count or 0}, overlay read at {expected}")
 
 
 async def _lock_account(session: AsyncSession, dialect_name: str, account_id: str) -> None:

@@ -36,6 +36,8 @@ class Facts:
     cooling: Mapping[tuple[str, str], float] = field(default_factory=dict)
     """(account id, served model) -> when its cooldown ends."""
     leases_held: Mapping[str, int] = field(default_factory=dict)
+    admin_revision: int = 0
+    """The audit chain's length the admin states were folded from; the commit re-checks it."""
 
 
 @dataclass(frozen=True, slots=True)

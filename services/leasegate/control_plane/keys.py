@@ -12,6 +12,7 @@ from leasegate.control_plane.views import key_view, mint_view
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.storage import (
+    AdminStateMoved,
     CitedDecisionSuperseded,
     KeyNotLive,
     LeaseCapacityExhausted,
@@ -54,7 +55,8 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
         raise GatewayError(
             "not-configured", "the key's account no longer serves its model", status=409
         )
-    code = filter_code(candidate, await runtime.facts([candidate]), renewal=True)
+    facts = await runtime.facts([candidate])
+    code = filter_code(candidate, facts, renewal=True)
     if code is not None:
         raise GatewayError(code, f"account {old.account_id} is not eligible: {code}", status=409)
     token, parsed = new_key()
@@ -90,8 +92,17 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
     )
     try:
         ended = await store.renew_key(
-            key_id, decision, new, lease_capacity=candidate.account.lease_capacity, now=now
+            key_id,
+            decision,
+            new,
+            lease_capacity=candidate.account.lease_capacity,
+            now=now,
+            admin_revision=facts.admin_revision,
         )
+    except AdminStateMoved:
+        raise GatewayError(
+            "account-state-unavailable", "account state changed while renewing: try again"
+        ) from None
     except (KeyNotLive, CitedDecisionSuperseded):
         raise GatewayError("key-not-live", "the key ended while renewing: mint again") from None
     except LeaseCapacityExhausted:

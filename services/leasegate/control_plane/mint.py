@@ -28,6 +28,7 @@ from leasegate.control_plane.views import mint_view
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.ports.storage import (
+    AdminStateMoved,
     CitedDecisionSuperseded,
     DispatchLeaseHeld,
     IdempotencyKeyTaken,
@@ -36,6 +37,8 @@ from leasegate.core.ports.storage import (
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import hash_secret, new_key
 from leasegate.routing.selection import NoneEligible, Selected, none_eligible, select
+
+_MAX_REDECISIONS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,13 +126,23 @@ async def _walk(
     facts = await runtime.facts(candidates)
     position = start.position or 0
     passed_over: tuple[PassOver, ...] = ()
+    redecisions = 0
     while True:
         outcome = select(candidates, facts, position, passed_over)
         if isinstance(outcome, NoneEligible):
             await _no_eligible(runtime, body, start, outcome)
         assert isinstance(outcome, Selected)  # noqa: S101 - _no_eligible always raises
         try:
-            return await _commit(runtime, body, start, outcome, ttl_s)
+            return await _commit(runtime, body, start, outcome, ttl_s, facts.admin_revision)
+        except AdminStateMoved:
+            # an operator changed account state while this mint decided: decide again
+            redecisions += 1
+            if redecisions > _MAX_REDECISIONS:
+                raise GatewayError(
+                    "account-state-unavailable", "account state is changing: try again"
+                ) from None
+            facts = await runtime.facts(candidates)
+            position, passed_over = start.position or 0, ()
         except LeaseCapacityExhausted:
             chosen = outcome.candidate
             full = PassOver(chosen.account.id, "lease-capacity-exhausted")
@@ -141,7 +154,12 @@ async def _walk(
 
 
 async def _commit(
-    runtime: ControlRuntime, body: MintBody, start: Start, chosen: Selected, ttl_s: int
+    runtime: ControlRuntime,
+    body: MintBody,
+    start: Start,
+    chosen: Selected,
+    ttl_s: int,
+    admin_revision: int,
 ) -> dict[str, Any]:
     now = runtime.clock.now()
     candidate: Candidate = chosen.candidate
@@ -180,7 +198,11 @@ async def _commit(
     )
     try:
         await runtime.stores.store.commit_mint(
-            decision, key, lease_capacity=candidate.account.lease_capacity, now=now
+            decision,
+            key,
+            lease_capacity=candidate.account.lease_capacity,
+            now=now,
+            admin_revision=admin_revision,
         )
     except DispatchLeaseHeld:
         await refuse(runtime, body, start, _lease_held())

@@ -44,21 +44,27 @@ class ControlRuntime:
         snapshot = await self.stores.health.snapshot(pairs, epoch)
         counted = [c.account.id for c in candidates if c.account.lease_capacity is not None]
         leases = await self.stores.store.live_lease_counts(counted, now) if counted else {}
+        admin_states, admin_revision = await self.admin_view()
         return Facts(
             now=epoch,
-            admin_states=await self.admin_states(),
+            admin_states=admin_states,
+            admin_revision=admin_revision,
             circuits={a: c.until for a, c in snapshot.circuits.items()},
             cooling={pair: c.until for pair, c in snapshot.cooling.items()},
             leases_held=leases,
         )
 
     async def admin_states(self) -> dict[str, AdminState]:
-        """The operators' overlay; held (`account-state-unavailable`) while the chain is corrupt:
-        an overlay nobody can verify never decides who may be selected."""
+        return (await self.admin_view())[0]
+
+    async def admin_view(self) -> tuple[dict[str, AdminState], int]:
+        """The operators' overlay and the chain revision it was folded from; held
+        (`account-state-unavailable`) while the chain is corrupt: an overlay nobody can verify
+        never decides who may be selected."""
         verdict = await self.overlay.verdict()
         if verdict.status == "corrupt":
             raise GatewayError("account-state-unavailable", "the admin audit chain does not verify")
-        return dict(verdict.overlay)
+        return dict(verdict.overlay), verdict.revision
 
     async def announce_revoked(self, keys: Sequence[KeyRecord]) -> None:
         """Tell every proxy replica, now, that these keys have ended."""

@@ -40,6 +40,10 @@ class KeyNotLive(StorageRefusal):
     pass
 
 
+class AdminStateMoved(StorageRefusal):
+    """The audit chain grew between reading the overlay and committing: decide again."""
+
+
 class IdempotencyKeyTaken(StorageRefusal):
     pass
 
