@@ -23,6 +23,13 @@ CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
 
 
 @pytest.fixture
+def mode() -> str:
+    """Postgres and Redis only: the embedded mode runs the same code on the client's side,
+    and tests/e2e/test_hops.py covers the server in both modes."""
+    return "production"
+
+
+@pytest.fixture
 def make_pool(tmp_path: Path, stores_env: dict[str, str]) -> PoolFactory:
     def pool(
         extra: Mapping[str, str] | None = None,

@@ -4,7 +4,7 @@ The gateway grants a hop only on its own qualifying evidence (SPEC §4); this gu
 outside, which failures the gateway will have classified as qualifying, so that a dispatch
 asks for a hop only when one can be granted and stops at once when none ever will:
 
-    hop    429/408/5xx, 401/402/403 of the upstream (account scope), a model-not-found 404,
+    hop    429/408/every 5xx, 401/402/403 of the upstream (account scope), a model-not-found 404,
            an error event inside a 200 stream, a timeout or a broken connection, and the
            proxy's own `model-cooling` / `circuit-open` refusals
     again  the proxy refused for a moment on its own account (`account-request-capacity-
@@ -30,7 +30,7 @@ from leasegate.client.errors import ProxyFailure
 
 Action = Literal["hop", "again", "stop"]
 
-_HOP_STATUSES = frozenset({401, 402, 403, 408, 429, 500, 502, 503, 504})
+_HOP_STATUSES = frozenset({401, 402, 403, 408, 429})  # and every 5xx (Anthropic's 529 too)
 _HOP_GATEWAY_CODES = frozenset(
     {"model-cooling", "circuit-open", "upstream-timeout", "upstream-unreachable"}
 )
@@ -78,7 +78,7 @@ def _by_status(seen: _Seen) -> Verdict:
         if seen.code in _AGAIN_GATEWAY_CODES:
             return Verdict("again", label, seen.retry_after_s)
         return Verdict("stop", label)
-    if seen.status in _HOP_STATUSES:
+    if seen.status in _HOP_STATUSES or seen.status >= 500:
         return Verdict("hop", label, seen.retry_after_s)
     if seen.status == 404 and seen.code is not None and "model" in seen.code.lower():
         return Verdict("hop", label)
