@@ -1,0 +1,133 @@
+"""What a failed call means for a dispatch, decided from what the caller saw.
+
+The gateway grants a hop only on its own qualifying evidence (SPEC §4); this guesses, from the
+outside, which failures the gateway will have classified as qualifying, so that a dispatch
+asks for a hop only when one can be granted and stops at once when none ever will:
+
+    hop    429/408/every 5xx, 401/402/403 of the upstream (account scope), a model-not-found 404,
+           an error event inside a 200 stream, a timeout or a broken connection, and the
+           proxy's own `model-cooling` / `circuit-open` refusals
+    again  the proxy refused for a moment on its own account (`account-request-capacity-
+           exhausted`, `upstream-pool-exhausted`): not qualifying, so no hop; the same key
+           may succeed after `retry_after_s`
+    stop   anything else: the caller's own request is at fault (400, 404, 413, 422 ...) or
+           the key itself was refused (revoked, expired, disabled account)
+
+Errors of the official SDKs are read by shape (`status_code`, `body`, the class names of
+their connection errors), so this package does not depend on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from leasegate.client import wire
+from leasegate.client.errors import ProxyFailure
+
+Action = Literal["hop", "again", "stop"]
+
+_HOP_STATUSES = frozenset({401, 402, 403, 408, 429})  # and every 5xx (Anthropic's 529 too)
+_HOP_GATEWAY_CODES = frozenset(
+    {"model-cooling", "circuit-open", "upstream-timeout", "upstream-unreachable"}
+)
+_AGAIN_GATEWAY_CODES = frozenset({"account-request-capacity-exhausted", "upstream-pool-exhausted"})
+# the SDKs' connection failures (openai/anthropic APIConnectionError, APITimeoutError)
+_CONNECTION_CLASS_NAMES = frozenset({"APIConnectionError", "APITimeoutError"})
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    action: Action
+    reason: str
+    """A short description for the dispatch's chain (e.g. "status 429", "in-stream error")."""
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    status: int | None
+    code: str | None
+    gateway: bool
+    retry_after_s: float | None
+
+
+def classify_failure(error: BaseException) -> Verdict:
+    seen = _seen(error)
+    if seen is None:
+        if _is_connection_failure(error):
+            return Verdict("hop", f"connection: {type(error).__name__}")
+        if _stream_error_body(error) is not None:
+            return Verdict("hop", "in-stream error")
+        return Verdict("stop", f"unclassified: {type(error).__name__}")
+    return _by_status(seen)
+
+
+def _by_status(seen: _Seen) -> Verdict:
+    label = f"status {seen.status}" + (f" {seen.code}" if seen.code else "")
+    if seen.status is None or seen.status < 300:
+        # an error event inside a 200 stream: the provider's, or the one the proxy appends
+        # when the upstream stalls or cuts the stream; either way qualifying evidence
+        return Verdict("hop", "in-stream error" + (f" {seen.code}" if seen.code else ""))
+    if seen.gateway:
+        if seen.code in _HOP_GATEWAY_CODES:
+            return Verdict("hop", label, seen.retry_after_s)
+        if seen.code in _AGAIN_GATEWAY_CODES:
+            return Verdict("again", label, seen.retry_after_s)
+        return Verdict("stop", label)
+    if seen.status in _HOP_STATUSES or seen.status >= 500:
+        return Verdict("hop", label, seen.retry_after_s)
+    if seen.status == 404 and seen.code is not None and "model" in seen.code.lower():
+        return Verdict("hop", label)
+    return Verdict("stop", label)
+
+
+def _seen(error: BaseException) -> _Seen | None:
+    """Status, code and origin of a failure that carried an HTTP answer; None otherwise."""
+    if isinstance(error, ProxyFailure):
+        return _Seen(error.status, error.code, error.gateway, error.retry_after_s)
+    if isinstance(error, httpx.HTTPStatusError):
+        response = error.response
+        try:
+            body: Any = response.json()
+        except (httpx.ResponseNotRead, ValueError):
+            body = None
+        return _from_body(response.status_code, body, response.headers)
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        headers = getattr(getattr(error, "response", None), "headers", None)
+        return _from_body(status, getattr(error, "body", None), headers)
+    return None
+
+
+def _from_body(status: int, body: Any, headers: Mapping[str, str] | None) -> _Seen:
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    code: str | None = None
+    gateway = False
+    retry_after: float | None = None
+    if isinstance(error, Mapping):
+        raw = error.get("code") or error.get("type")
+        code = str(raw) if raw is not None else None
+        # only the gateway's envelope carries a disposition: an upstream body never does
+        gateway = "disposition" in error
+        value = error.get("retry_after_s")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            retry_after = float(value)
+    if retry_after is None and headers is not None:
+        retry_after = wire.retry_after_header(headers)
+    return _Seen(status, code, gateway, retry_after)
+
+
+def _is_connection_failure(error: BaseException) -> bool:
+    if isinstance(error, httpx.TransportError | TimeoutError | ConnectionError):
+        return True
+    return any(cls.__name__ in _CONNECTION_CLASS_NAMES for cls in type(error).__mro__)
+
+
+def _stream_error_body(error: BaseException) -> Mapping[str, Any] | None:
+    """The error payload an SDK raised from inside a stream (OpenAI's `APIError(body=...)`)."""
+    body = getattr(error, "body", None)
+    return body if isinstance(body, Mapping) and body else None

@@ -1,0 +1,208 @@
+"""Requests and answers of the control plane, shared by the sync and the async client.
+
+Each call is an `Operation`: what to send and how to read a successful answer. Building one
+and reading its answer are pure; `ControlClient` and `AsyncControlClient` only move bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+from leasegate.client import parse
+from leasegate.client.errors import GatewayRefusal, Held, ProtocolError, Rejected
+from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
+
+T = TypeVar("T")
+PREFIX = "/control/v2"
+AdminState = Literal["enabled", "disabled", "draining"]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation(Generic[T]):
+    method: str
+    path: str
+    """Below the control plane's base URL, starting with /control/v2."""
+    read: Callable[[int, Any], T]
+    """Reads the decoded JSON of a successful answer (None for an empty body), given its
+    status."""
+    ok: frozenset[int] = frozenset({200})
+    body: Mapping[str, object] | None = None
+    params: Mapping[str, str | int] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def mint(
+    tenant: str,
+    dispatch_id: str,
+    model: str,
+    *,
+    role: str | None = None,
+    ttl_s: int | None = None,
+    retry_of_mint_decision_id: str | None = None,
+    supersedes_mint_decision_id: str | None = None,
+    idempotency_key: str | None = None,
+) -> Operation[Minted]:
+    body: dict[str, object] = {"tenant": tenant, "dispatch_id": dispatch_id, "model": model}
+    optional = {
+        "role": role,
+        "ttl_s": ttl_s,
+        "retry_of_mint_decision_id": retry_of_mint_decision_id,
+        "supersedes_mint_decision_id": supersedes_mint_decision_id,
+    }
+    body.update({name: value for name, value in optional.items() if value is not None})
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
+    return Operation(
+        "POST", f"{PREFIX}/keys", parse.minted, frozenset({200, 201}), body, headers=headers
+    )
+
+
+def revoke(key_id: str) -> Operation[None]:
+    return Operation(
+        "DELETE", f"{PREFIX}/keys/{_segment(key_id)}", lambda _s, _b: None, frozenset({204})
+    )
+
+
+def renew(key_id: str, ttl_s: int | None = None) -> Operation[Minted]:
+    body = {"ttl_s": ttl_s} if ttl_s is not None else {}
+    return Operation(
+        "POST", f"{PREFIX}/keys/{_segment(key_id)}/renew", parse.minted, frozenset({201}), body
+    )
+
+
+def get_key(key_id: str) -> Operation[KeyInfo]:
+    return Operation("GET", f"{PREFIX}/keys/{_segment(key_id)}", lambda _s, b: parse.key_info(b))
+
+
+def decision(decision_id: str) -> Operation[Decision]:
+    return Operation(
+        "GET", f"{PREFIX}/decisions/{_segment(decision_id)}", lambda _s, b: parse.decision(b)
+    )
+
+
+def decisions(tenant: str, dispatch_id: str) -> Operation[tuple[Decision, ...]]:
+    return Operation(
+        "GET",
+        f"{PREFIX}/decisions",
+        lambda _s, b: parse.decision_list(b),
+        params={"tenant": tenant, "dispatch_id": dispatch_id},
+    )
+
+
+def evidence(
+    *,
+    decision_id: str | None = None,
+    account_id: str | None = None,
+    since: datetime | None = None,
+    limit: int = 100,
+) -> Operation[tuple[Evidence, ...]]:
+    params: dict[str, str | int] = {"limit": limit}
+    if decision_id is not None:
+        params["decision_id"] = decision_id
+    if account_id is not None:
+        params["account_id"] = account_id
+    if since is not None:
+        params["since"] = since.isoformat()
+    return Operation(
+        "GET", f"{PREFIX}/evidence", lambda _s, b: parse.evidence_list(b), params=params
+    )
+
+
+def accounts() -> Operation[Accounts]:
+    return Operation("GET", f"{PREFIX}/accounts", lambda _s, b: parse.accounts(b))
+
+
+def account(account_id: str) -> Operation[Accounts]:
+    return Operation(
+        "GET", f"{PREFIX}/accounts/{_segment(account_id)}", lambda _s, b: parse.accounts(b)
+    )
+
+
+def set_account_state(
+    account_id: str,
+    state: AdminState,
+    *,
+    expected_revision: int,
+    reason: str,
+    on_behalf_of: str | None = None,
+) -> Operation[Accounts]:
+    body = {
+        "state": state,
+        "expected_revision": expected_revision,
+        "reason": reason,
+        "on_behalf_of": on_behalf_of,
+    }
+    return Operation(
+        "POST",
+        f"{PREFIX}/accounts/{_segment(account_id)}/state",
+        lambda _s, b: parse.accounts(b),
+        body=body,
+    )
+
+
+def outcome(op: Operation[T], status: int, headers: Mapping[str, str], content: bytes) -> T:
+    """The operation's result, or the refusal the gateway answered, raised."""
+    decoded = _decode(content)
+    if status not in op.ok:
+        raise refusal(status, headers, decoded)
+    try:
+        return op.read(status, decoded)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ProtocolError(f"{op.method} {op.path}: unreadable {status} answer") from exc
+
+
+def _decode(content: bytes) -> Any:
+    if not content.strip():
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
+def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRefusal:
+    """The typed error for a non-success answer: the envelope's fields when there is one."""
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    if not isinstance(error, dict):
+        return GatewayRefusal(status, "unknown", f"HTTP {status} without an error envelope")
+    disposition = error.get("disposition")
+    kind = Held if disposition == "held" else Rejected if disposition == "rejected" else None
+    retry_after = error.get("retry_after_s")
+    if not isinstance(retry_after, int | float) or isinstance(retry_after, bool):
+        retry_after = retry_after_header(headers)
+    try:
+        passed = parse.passed_over(error.get("passed_over"))
+    except (KeyError, TypeError):
+        passed = ()
+    return (kind or GatewayRefusal)(
+        status,
+        str(error.get("code") or "unknown"),
+        str(error.get("message") or ""),
+        disposition=disposition if kind is not None else None,
+        retry_after_s=float(retry_after) if retry_after is not None else None,
+        passed_over=passed,
+        cooldown_scope=error.get("cooldown_scope"),
+        mint_decision_id=error.get("mint_decision_id"),
+        envelope=error,
+    )
+
+
+def retry_after_header(headers: Mapping[str, str]) -> float | None:
+    """`Retry-After` in seconds (the gateway sends delta-seconds, never a date)."""
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

@@ -1,0 +1,84 @@
+"""The client's pure parts: reading the error envelope, and what a failed call means."""
+
+from __future__ import annotations
+
+import httpx
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leasegate.client import GatewayRefusal, Held, ProxyFailure, Rejected, classify_failure, wire
+from leasegate.client.records import PassOver
+
+
+def test_the_envelope_becomes_a_typed_refusal() -> None:
+    body = {
+        "error": {
+            "type": "service_unavailable",
+            "code": "no-eligible-account",
+            "message": "no account can serve 'gpt-4o' now",
+            "disposition": "held",
+            "retry_after_s": 12.5,
+            "passed_over": [{"account_id": "a", "code": "model-cooling"}],
+            "cooldown_scope": "model",
+            "mint_decision_id": "md_1",
+        }
+    }
+    refusal = wire.refusal(503, {"retry-after": "13"}, body)
+    assert isinstance(refusal, Held)
+    assert (refusal.status, refusal.code, refusal.retry_after_s) == (
+        503,
+        "no-eligible-account",
+        12.5,
+    )
+    assert refusal.passed_over == (PassOver("a", "model-cooling"),)
+    assert (refusal.cooldown_scope, refusal.mint_decision_id) == ("model", "md_1")
+
+
+def test_retry_after_falls_back_to_the_header_and_odd_bodies_still_raise() -> None:
+    held = wire.refusal(503, {"retry-after": "2"}, {"error": {"code": "x", "disposition": "held"}})
+    assert held.retry_after_s == 2.0
+    rejected = wire.refusal(409, {}, {"error": {"code": "y", "disposition": "rejected"}})
+    assert isinstance(rejected, Rejected)
+    assert rejected.retry_after_s is None
+    bare = wire.refusal(502, {}, "<html>bad gateway</html>")
+    assert type(bare) is GatewayRefusal
+    assert (bare.status, bare.code, bare.disposition) == (502, "unknown", None)
+
+
+def _upstream(status: int, code: str = "whatever") -> ProxyFailure:
+    return ProxyFailure(status, code, "upstream said no")
+
+
+@given(st.integers(min_value=500, max_value=599))
+def test_every_upstream_5xx_hops(status: int) -> None:
+    assert classify_failure(_upstream(status)).action == "hop"
+
+
+@given(
+    st.integers(min_value=400, max_value=499).filter(lambda s: s not in {401, 402, 403, 408, 429})
+)
+def test_other_upstream_4xx_stop(status: int) -> None:
+    assert classify_failure(_upstream(status, "invalid_request")).action == "stop"
+
+
+def test_gateway_refusals_are_read_by_their_code() -> None:
+    def gateway(status: int, code: str) -> ProxyFailure:
+        return ProxyFailure(status, code, "", gateway=True, retry_after_s=3.0)
+
+    assert classify_failure(gateway(503, "model-cooling")).action == "hop"
+    assert classify_failure(gateway(503, "circuit-open")).action == "hop"
+    capacity = classify_failure(gateway(429, "account-request-capacity-exhausted"))
+    assert (capacity.action, capacity.retry_after_s) == ("again", 3.0)
+    assert classify_failure(gateway(401, "key-revoked")).action == "stop"
+    assert classify_failure(gateway(400, "invalid-request")).action == "stop"
+
+
+def test_transport_failures_and_stream_errors_hop() -> None:
+    request = httpx.Request("POST", "http://proxy/v1/chat/completions")
+    assert classify_failure(httpx.ReadTimeout("slow", request=request)).action == "hop"
+    assert classify_failure(httpx.ConnectError("refused", request=request)).action == "hop"
+    assert classify_failure(ProxyFailure(200, "overloaded_error", "in stream")).action == "hop"
+    response = httpx.Response(429, json={"error": {"code": "rate_limit_exceeded"}}, request=request)
+    status_error = httpx.HTTPStatusError("429", request=request, response=response)
+    assert classify_failure(status_error).action == "hop"
+    assert classify_failure(KeyError("a bug in the caller")).action == "stop"
