@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
+from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import Clock, SystemClock
@@ -46,9 +47,13 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(runtime))
+    metrics_registry = CollectorRegistry()
+    gauges = CapacityGauges(runtime, metrics_registry)
     app.include_router(
         ops_router(
-            {"database": stores.ping_database, "redis": stores.ping_redis}, CollectorRegistry()
+            {"database": stores.ping_database, "redis": stores.ping_redis},
+            metrics_registry,
+            refresh=gauges.refresh,
         )
     )
     app.state.runtime = runtime
