@@ -220,10 +220,11 @@ async def test_a_proxy_killed_mid_stream_gives_its_slots_back_within_the_lease(
 ) -> None:
     key = await _key(cluster, "t-crash", "stuck-model")
     slots_key = f"{cluster.prefix}:slots:crash"
+    victim_env = {**cluster.env, "LEASEGATE_REQUEST_SLOT_LEASE_S": str(SLOT_LEASE_S)}
     with ExitStack() as processes:
         victim, process = await asyncio.to_thread(
             processes.enter_context,
-            leasegate_server("proxy", cluster.env, ready_within_s=READY_WITHIN_S),
+            leasegate_server("proxy", victim_env, ready_within_s=READY_WITHIN_S),
         )
         async with AsyncExitStack() as streams:
             doomed = await _open_streams(cluster, streams, victim, key, 3)
