@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from fastapi import APIRouter
@@ -27,7 +27,7 @@ def ops_router(
     registry: CollectorRegistry,
     *,
     report: Report | None = None,
-    refresh: Refresh | None = None,
+    refresh: Sequence[Refresh] = (),
     probe_errors: tuple[type[BaseException], ...] = PROBE_ERRORS,
 ) -> APIRouter:
     router = APIRouter()
@@ -53,8 +53,8 @@ def ops_router(
 
     @router.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
-        if refresh is not None:
-            await refresh()
+        for bring_up_to_date in refresh:
+            await bring_up_to_date()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return router

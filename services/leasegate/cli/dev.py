@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
 from leasegate.control_plane.app import build_control_runtime
+from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.migrate import upgrade
@@ -45,12 +46,13 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(control))
     app.router.routes.extend(proxy_routes(proxy))
-    gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
+    health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
+    capacity_gauges = CapacityGauges(control, metrics_registry)
     app.include_router(
         ops_router(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
-            refresh=gauges.refresh,
+            refresh=(health_gauges.refresh, capacity_gauges.refresh),
             report=control.overlay.report,
         )
     )

@@ -1,12 +1,19 @@
-"""The accounts view: registry order, configuration, health, and both capacity counts."""
+"""The accounts view: registry order, configuration, health, and both capacity counts.
+
+`requests_in_flight` is null for an account without a request ceiling: the proxy counts
+nothing on the hot path for it, so there is no true number to report.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from leasegate.accounts import Account
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import from_epoch, iso
+from leasegate.core.errors import GatewayError
+from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.core.ports.health import HealthSnapshot
 
 
@@ -18,7 +25,7 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dic
     pairs = [(a.id, served) for a in accounts for served in dict.fromkeys(a.models.values())]
     snapshot = await runtime.stores.health.snapshot(pairs, epoch)
     leases = await runtime.stores.store.live_lease_counts(ids, now)
-    in_flight = await runtime.stores.slots.in_flight(ids, epoch)
+    in_flight = await requests_in_flight(runtime, accounts, epoch)
     verdict = await runtime.overlay.verdict()
     # While the chain is corrupt no state can be vouched for: say so rather than guess.
     admin: dict[str, str] = dict(verdict.overlay)
@@ -26,7 +33,7 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dic
     return {
         "accounts": [
             _account(
-                a, snapshot, admin.get(a.id, default), leases.get(a.id, 0), in_flight.get(a.id, 0)
+                a, snapshot, admin.get(a.id, default), leases.get(a.id, 0), in_flight.get(a.id)
             )
             for a in accounts
         ],
@@ -35,8 +42,27 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dic
     }
 
 
+async def requests_in_flight(
+    runtime: ControlRuntime, accounts: Sequence[Account], epoch: float
+) -> dict[str, int]:
+    """Live request slots of the accounts that have a request ceiling (the only ones counted)."""
+    counted = [a.id for a in accounts if a.request_capacity is not None]
+    if not counted:
+        return {}
+    try:
+        return await runtime.stores.slots.in_flight(counted, epoch)
+    except SlotStoreError:
+        raise GatewayError(
+            "unavailable", "the request-slot store is unreachable", retry_after_s=1.0
+        ) from None
+
+
 def _account(
-    account: Account, snapshot: HealthSnapshot, admin_state: str, leases: int, in_flight: int
+    account: Account,
+    snapshot: HealthSnapshot,
+    admin_state: str,
+    leases: int,
+    in_flight: int | None,
 ) -> dict[str, Any]:
     cooling = [
         {

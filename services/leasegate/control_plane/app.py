@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
+from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import Clock, SystemClock
@@ -37,7 +38,8 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     stores = open_stores(config)
     runtime = build_control_runtime(config, stores, the_clock)
     metrics_registry = CollectorRegistry()
-    gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
+    health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
+    capacity_gauges = CapacityGauges(runtime, metrics_registry)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -54,7 +56,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         ops_router(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
-            refresh=gauges.refresh,
+            refresh=(health_gauges.refresh, capacity_gauges.refresh),
             report=runtime.overlay.report,
         )
     )

@@ -118,7 +118,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
         ops_router(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
-            refresh=gauges.refresh,
+            refresh=(gauges.refresh,),
         )
     )
     app.state.runtime = runtime

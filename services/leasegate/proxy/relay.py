@@ -126,9 +126,7 @@ class BufferedRelay(Response):
             error = GatewayError("upstream-unreachable", "the upstream connection failed")
             await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
         finally:
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
-                await runtime.finish(attempt, observation)
+            await _close_and_finish(runtime, attempt, upstream, observation)
 
 
 class StreamRelay(Response):
@@ -174,9 +172,7 @@ class StreamRelay(Response):
             watcher.cancel()
             attempt.usage = scanner.usage
             attempt.malformed_chunks = scanner.malformed
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
-                await runtime.finish(attempt, observation)
+            await _close_and_finish(runtime, attempt, upstream, observation)
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
         """Relay until the upstream ends, stalls or fails; returns how it ended."""
@@ -211,6 +207,18 @@ class StreamRelay(Response):
     async def _append_error(self, send: Send, code: str, message: str) -> None:
         event = error_event(self._endpoint.dialect, code, message)
         await send({"type": "http.response.body", "body": event, "more_body": True})
+
+
+async def _close_and_finish(
+    runtime: ProxyRuntime, attempt: Attempt, upstream: httpx.Response, observation: Observation
+) -> None:
+    """Shielded from the cancellation that a client abort is; the attempt is finished (its
+    slot given back) even if closing the upstream response raises."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await upstream.aclose()
+        finally:
+            await runtime.finish(attempt, observation)
 
 
 async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object] | None) -> None:

@@ -1,0 +1,76 @@
+"""The control plane's capacity gauges, read fresh from the shared stores on every scrape.
+
+Both counts live outside the process (leases are key rows in the database, request slots are
+in Redis), so every control-plane replica reports the same numbers and none keeps a counter
+that could drift. Accounts without a request ceiling have no `requests_in_flight` series: the
+proxy does not count them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from leasegate.control_plane.accounts import requests_in_flight
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.core.errors import GatewayError
+from leasegate.web.errors import STORE_ERRORS
+
+log = logging.getLogger("leasegate.control_plane.metrics")
+
+# An unreachable database (STORE_ERRORS) or slot store (`unavailable`, a GatewayError).
+_READ_ERRORS: tuple[type[Exception], ...] = (GatewayError, *STORE_ERRORS)
+
+
+class CapacityGauges:
+    def __init__(self, runtime: ControlRuntime, registry: CollectorRegistry) -> None:
+        self._runtime = runtime
+        self.leases_held = Gauge(
+            "leasegate_account_leases_held",
+            "Live keys (leases) per account.",
+            ["account"],
+            registry=registry,
+        )
+        self.requests_in_flight = Gauge(
+            "leasegate_account_requests_in_flight",
+            "Request slots held per account (accounts with a request ceiling only).",
+            ["account"],
+            registry=registry,
+        )
+        lease_capacity = Gauge(
+            "leasegate_account_lease_capacity",
+            "The account's lease ceiling (absent when it has none).",
+            ["account"],
+            registry=registry,
+        )
+        request_capacity = Gauge(
+            "leasegate_account_request_capacity",
+            "The account's request ceiling (absent when it has none).",
+            ["account"],
+            registry=registry,
+        )
+        # The ceilings come from the accounts file and only change with a restart.
+        for account in runtime.registry.accounts:
+            if account.lease_capacity is not None:
+                lease_capacity.labels(account.id).set(account.lease_capacity)
+            if account.request_capacity is not None:
+                request_capacity.labels(account.id).set(account.request_capacity)
+
+    async def refresh(self) -> None:
+        """Bring both counts up to date; on a store outage drop them rather than show stale."""
+        runtime = self._runtime
+        accounts = runtime.registry.accounts
+        now = runtime.clock.now()
+        try:
+            leases = await runtime.stores.store.live_lease_counts([a.id for a in accounts], now)
+            in_flight = await requests_in_flight(runtime, accounts, now.timestamp())
+        except _READ_ERRORS as exc:
+            log.warning("capacity gauges not refreshed", extra={"error": type(exc).__name__})
+            self.leases_held.clear()
+            self.requests_in_flight.clear()
+            return
+        for account_id, held in leases.items():
+            self.leases_held.labels(account_id).set(held)
+        for account_id, count in in_flight.items():
+            self.requests_in_flight.labels(account_id).set(count)

@@ -1,0 +1,204 @@
+"""A request slot comes back however the request ends (SPEC §5 invariant 2): a client that goes
+away mid-stream, an upstream that cuts or resets, an upstream client that raises, and a crash
+inside evidence writing. The account has `request_capacity: 1`, so the next request being
+admitted (rather than 429) is the user-visible proof that the one slot came back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+from leasegate.cli.dev import create_dev_app
+from leasegate.config import load_config
+from leasegate.core.records import EvidenceRow
+from leasegate.db.migrate import upgrade
+from leasegate.demo.upstream import MockUpstream, Reply
+from leasegate.proxy.runtime import ProxyRuntime
+from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.servers import serve
+from tests.fixtures.services import (
+    PG_HOST,
+    PG_PORT,
+    REDIS_URL,
+    create_database,
+    drop_database,
+    pg_url,
+    require_service,
+)
+
+AUTH = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
+PRODUCTION = pytest.param("production", marks=[pytest.mark.postgres, pytest.mark.redis])
+
+
+@dataclass
+class Harness:
+    url: str
+    client: httpx.AsyncClient
+    upstream: MockUpstream
+    proxy: ProxyRuntime
+    key: str = ""
+
+    def chat(self, *, stream: bool = True, client: httpx.AsyncClient | None = None) -> Any:
+        return (client or self.client).stream(
+            "POST",
+            f"{self.url}/v1/chat/completions",
+            json={
+                "model": "gpt-4o",
+                "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+            headers={"Authorization": f"Bearer {self.key}"},
+        )
+
+    async def in_flight(self) -> int:
+        response = await self.client.get(f"{self.url}/control/v2/accounts/one", headers=AUTH)
+        count: int = response.json()["requests_in_flight"]
+        return count
+
+    async def settles_at_zero(self) -> None:
+        for _ in range(100):
+            if await self.in_flight() == 0:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("the request slot did not come back")
+
+    async def next_request_is_admitted(self) -> None:
+        self.upstream.script = None
+        async with self.chat() as response:
+            body = await response.aread()
+        assert response.status_code == 200, body
+        await self.settles_at_zero()
+
+
+@pytest.fixture
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+    """`gateway_env` arguments of the mode: SQLite and in-process, or Postgres and Redis."""
+    if request.param == "embedded":
+        yield {}
+        return
+    require_service("PostgreSQL", PG_HOST, PG_PORT)
+    require_service("Redis", "127.0.0.1", 6379)
+    database = await create_database()
+    prefix = f"lgtest:{secrets.token_hex(4)}"
+    try:
+        yield {"database_url": pg_url(database), "redis_url": REDIS_URL, "redis_prefix": prefix}
+    finally:
+        await drop_database(database)
+        client = aioredis.from_url(REDIS_URL)
+        keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=500)]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, stores: dict[str, str]) -> AsyncIterator[Harness]:
+    async with MockUpstream() as upstream:
+        account = account_entry("one", upstream, {"gpt-4o": "gpt-4o"}, request_capacity=1)
+        env = gateway_env(
+            tmp_path,
+            [account],
+            database_url=stores.get("database_url"),
+            redis_url=stores.get("redis_url"),
+            redis_prefix=stores.get("redis_prefix"),
+        )
+        config = load_config(env)
+        await asyncio.to_thread(upgrade, config.settings.database_url)
+        app = create_dev_app(config, migrate=False)
+        async with serve(app) as url, httpx.AsyncClient(timeout=30) as client:
+            harness = Harness(url, client, upstream, app.state.proxy)
+            minted = await client.post(
+                f"{url}/control/v2/keys",
+                json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "gpt-4o"},
+                headers=AUTH,
+            )
+            assert minted.status_code == 201, minted.text
+            harness.key = minted.json()["key"]
+            yield harness
+
+
+BOTH_MODES = pytest.mark.parametrize("stores", ["embedded", PRODUCTION], indirect=True)
+
+
+@BOTH_MODES
+async def test_a_client_that_goes_away_mid_stream_gives_the_slot_back(harness: Harness) -> None:
+    harness.upstream.script = lambda _: Reply(chunk_delay_s=0.2)
+    async with harness.chat() as response:
+        assert response.status_code == 200
+        chunks = response.aiter_raw()  # kept: a dropped iterator would close the stream
+        await anext(chunks)
+        assert await harness.in_flight() == 1
+    # the client closed the connection with the stream half-way
+
+    await harness.settles_at_zero()
+    await harness.next_request_is_admitted()
+
+
+@BOTH_MODES
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        pytest.param(Reply(cut_after=3), 200, id="cut-mid-stream"),
+        pytest.param(Reply(reset=True), 502, id="reset-before-headers"),
+    ],
+)
+async def test_an_upstream_that_fails_gives_the_slot_back(
+    harness: Harness, reply: Reply, status: int
+) -> None:
+    harness.upstream.script = lambda _: reply
+    async with harness.chat() as response:
+        body = await response.aread()
+    assert response.status_code == status
+    if status == 200:  # the cut is reported inside the stream
+        assert b"upstream-truncated" in body
+
+    await harness.settles_at_zero()
+    await harness.next_request_is_admitted()
+
+
+@BOTH_MODES
+async def test_an_upstream_client_that_raises_gives_the_slot_back(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken_send(account_id: str, request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("a bug in the upstream client")
+
+    # A connection of its own, as the server may drop it after the crash.
+    async with httpx.AsyncClient(timeout=30) as own:
+        monkeypatch.setattr(harness.proxy.clients, "send", broken_send)
+        async with harness.chat(client=own) as response:
+            assert response.status_code == 500
+    await harness.settles_at_zero()
+    monkeypatch.undo()
+    await harness.next_request_is_admitted()
+
+
+@BOTH_MODES
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "buffered"])
+async def test_a_crash_inside_evidence_writing_gives_the_slot_back(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    def crashing_add(row: EvidenceRow) -> None:
+        raise RuntimeError("the evidence buffer is broken")
+
+    # A connection of its own: the server drops it after the crash, and it must not go back
+    # to the pool that the checks below use.
+    async with httpx.AsyncClient(timeout=30) as own:
+        monkeypatch.setattr(harness.proxy.evidence, "add", crashing_add)
+        async with harness.chat(stream=stream, client=own) as response:
+            assert response.status_code == 200
+            # the crash comes after the answer was sent; how the connection ends is moot
+            with contextlib.suppress(httpx.HTTPError):
+                await response.aread()
+    await harness.settles_at_zero()
+    monkeypatch.undo()
+    await harness.next_request_is_admitted()
