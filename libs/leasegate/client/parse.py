@@ -156,7 +156,7 @@ def account(body: Json) -> Account:
         ),
         leases_held=int(body["leases_held"]),
         lease_capacity=body.get("lease_capacity"),
-        requests_in_flight=int(body.get("requests_in_flight", 0)),
+        requests_in_flight=_int_or_none(body.get("requests_in_flight")),
         request_capacity=body.get("request_capacity"),
     )
 
@@ -169,3 +169,7 @@ def accounts(body: Json) -> Accounts:
     else:
         listed = (account(body),)
     return Accounts(listed, int(body.get("revision", 0)), body.get("chain", "absent"))
+
+
+def _int_or_none(value: object) -> int | None:
+    return None if value is None else int(str(value))

@@ -136,7 +136,8 @@ class Account:
     circuit: Circuit
     leases_held: int
     lease_capacity: int | None
-    requests_in_flight: int
+    requests_in_flight: int | None
+    """None for an account with no request ceiling: the proxy does not count those."""
     request_capacity: int | None
 
 
