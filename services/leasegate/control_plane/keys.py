@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from leasegate.control_plane.mint import key_ttl
+from leasegate.control_plane.mint import key_of, key_ttl
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.views import key_view, mint_view
 from leasegate.core.clock import new_id
@@ -17,8 +16,8 @@ from leasegate.core.ports.storage import (
     KeyNotLive,
     LeaseCapacityExhausted,
 )
-from leasegate.core.records import KeyRecord, MintDecision
-from leasegate.keys import hash_secret, new_key
+from leasegate.core.records import MintDecision
+from leasegate.keys import new_key
 from leasegate.routing.selection import filter_code
 
 
@@ -78,18 +77,7 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
         # not a citation (no hop clause applies): the link keeps the dispatch's chain linear
         cites_decision_id=previous.id,
     )
-    new = KeyRecord(
-        key_id=parsed.key_id,
-        secret_hash=hash_secret(parsed.secret),
-        mint_decision_id=decision.id,
-        tenant=old.tenant,
-        dispatch_id=old.dispatch_id,
-        model=old.model,
-        served_model=old.served_model,
-        account_id=old.account_id,
-        created_at=now,
-        expires_at=now + timedelta(seconds=ttl),
-    )
+    new = key_of(decision, parsed, ttl)
     try:
         ended = await store.renew_key(
             key_id,

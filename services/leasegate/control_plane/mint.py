@@ -35,7 +35,7 @@ from leasegate.core.ports.storage import (
     LeaseCapacityExhausted,
 )
 from leasegate.core.records import KeyRecord, MintDecision
-from leasegate.keys import hash_secret, new_key
+from leasegate.keys import ParsedKey, hash_secret, new_key
 from leasegate.routing.selection import NoneEligible, Selected, none_eligible, select
 
 _MAX_REDECISIONS = 3
@@ -184,18 +184,7 @@ async def _commit(
         idempotency_key=start.idempotency_key,
         request_fingerprint=start.fingerprint,
     )
-    key = KeyRecord(
-        key_id=parsed.key_id,
-        secret_hash=hash_secret(parsed.secret),
-        mint_decision_id=decision.id,
-        tenant=body.tenant,
-        dispatch_id=body.dispatch_id,
-        model=body.model,
-        served_model=candidate.served_model,
-        account_id=candidate.account.id,
-        created_at=now,
-        expires_at=now + timedelta(seconds=ttl_s),
-    )
+    key = key_of(decision, parsed, ttl_s)
     try:
         await runtime.stores.store.commit_mint(
             decision,
@@ -240,6 +229,24 @@ async def _no_eligible(
             cooldown_scope=outcome.cooldown_scope,
             retry_after_s=outcome.retry_after_s,
         ),
+    )
+
+
+def key_of(decision: MintDecision, parsed: ParsedKey, ttl_s: int) -> KeyRecord:
+    """The key a selected decision hands out: its lease, on the decision's account."""
+    if decision.account_id is None or decision.served_model is None:
+        raise ValueError("only a selected decision hands out a key")
+    return KeyRecord(
+        key_id=parsed.key_id,
+        secret_hash=hash_secret(parsed.secret),
+        mint_decision_id=decision.id,
+        tenant=decision.tenant,
+        dispatch_id=decision.dispatch_id,
+        model=decision.model,
+        served_model=decision.served_model,
+        account_id=decision.account_id,
+        created_at=decision.created_at,
+        expires_at=decision.created_at + timedelta(seconds=ttl_s),
     )
 
 
