@@ -36,6 +36,12 @@ def time(value: object) -> datetime:
     return at
 
 
+def _int_or_none(value: object) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    raise TypeError(f"expected an integer or null, got {type(value).__name__}")
+
+
 def _time_or_none(value: object) -> datetime | None:
     return None if value is None else time(value)
 
@@ -156,7 +162,7 @@ def account(body: Json) -> Account:
         ),
         leases_held=int(body["leases_held"]),
         lease_capacity=body.get("lease_capacity"),
-        requests_in_flight=int(body.get("requests_in_flight", 0)),
+        requests_in_flight=_int_or_none(body.get("requests_in_flight")),
         request_capacity=body.get("request_capacity"),
     )
 

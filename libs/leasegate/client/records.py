@@ -136,7 +136,8 @@ class Account:
     circuit: Circuit
     leases_held: int
     lease_capacity: int | None
-    requests_in_flight: int
+    requests_in_flight: int | None
+    """Live request slots; None for an account without a request ceiling (not counted)."""
     request_capacity: int | None
 
 
