@@ -6,7 +6,15 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasegate.client import GatewayRefusal, Held, ProxyFailure, Rejected, classify_failure, wire
+from leasegate.client import (
+    GatewayRefusal,
+    Held,
+    ProxyFailure,
+    Rejected,
+    classify_failure,
+    parse,
+    wire,
+)
 from leasegate.client.records import PassOver
 
 
@@ -82,3 +90,21 @@ def test_transport_failures_and_stream_errors_hop() -> None:
     status_error = httpx.HTTPStatusError("429", request=request, response=response)
     assert classify_failure(status_error).action == "hop"
     assert classify_failure(KeyError("a bug in the caller")).action == "stop"
+
+
+def test_an_account_without_a_request_ceiling_reads_no_in_flight_count() -> None:
+    # the control plane counts request slots only under a ceiling and reports null otherwise
+    base = {"provider": "openai", "configured": True, "admin_state": "enabled"}
+    body = {
+        "accounts": [
+            {**base, "id": "free", "health": "healthy", "leases_held": 1,
+             "requests_in_flight": None, "request_capacity": None},
+            {**base, "id": "slots", "health": "healthy", "leases_held": 0,
+             "requests_in_flight": 3, "request_capacity": 5},
+        ],
+        "revision": 0,
+        "chain": "absent",
+    }  # fmt: skip
+    free, slots = parse.accounts(body).accounts
+    assert (free.requests_in_flight, free.request_capacity) == (None, None)
+    assert (slots.requests_in_flight, slots.request_capacity) == (3, 5)

@@ -36,6 +36,12 @@ def time(value: object) -> datetime:
     return at
 
 
+def _int_or_none(value: object) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    raise TypeError(f"expected an integer or null, got {type(value).__name__}")
+
+
 def _time_or_none(value: object) -> datetime | None:
     return None if value is None else time(value)
 
@@ -169,7 +175,3 @@ def accounts(body: Json) -> Accounts:
     else:
         listed = (account(body),)
     return Accounts(listed, int(body.get("revision", 0)), body.get("chain", "absent"))
-
-
-def _int_or_none(value: object) -> int | None:
-    return None if value is None else int(str(value))
