@@ -149,3 +149,14 @@ def test_credential_that_cannot_be_a_header_is_refused_without_echo(tmp_path: Pa
         load_config(env)
     assert "LEASEGATE_CRED_OPENAI_MAIN" in str(caught.value)
     assert "sk-has" not in str(caught.value)
+
+
+def test_unknown_leasegate_variables_are_reported_but_credentials_are_not() -> None:
+    config = load_config(
+        {
+            "LEASEGATE_REDIS_ULR": "redis://x",
+            "LEASEGATE_CRED_ANY": "sk",
+            "LEASEGATE_KEY_TTL_S": "60",
+        }
+    )
+    assert config.unknown_variables == ("LEASEGATE_REDIS_ULR",)

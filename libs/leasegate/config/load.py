@@ -23,6 +23,8 @@ class Config:
     registry: Registry
     credentials: Mapping[str, SecretStr]
     """account id -> credential, for configured accounts only. Never logged."""
+    unknown_variables: tuple[str, ...] = ()
+    """LEASEGATE_* names that are neither a setting nor a credential: likely typos, warned of."""
 
 
 def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Config:
@@ -35,7 +37,20 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Co
         for a in registry.accounts
         if a.configured
     }
-    return Config(settings, registry, credentials)
+    return Config(settings, registry, credentials, _unknown_variables(source))
+
+
+def _unknown_variables(env: Mapping[str, str]) -> tuple[str, ...]:
+    known = {f"LEASEGATE_{name.upper()}" for name in Settings.model_fields}
+    return tuple(
+        sorted(
+            name
+            for name in env
+            if name.startswith("LEASEGATE_")
+            and not name.startswith("LEASEGATE_CRED_")
+            and name not in known
+        )
+    )
 
 
 def _settings(env: Mapping[str, str], overrides: Mapping[str, object]) -> Settings:

@@ -8,6 +8,7 @@ wrong; servers log JSON lines to stderr and drain on SIGTERM.
 from __future__ import annotations
 
 import argparse
+import logging
 import secrets
 import sys
 from collections.abc import Sequence
@@ -22,6 +23,8 @@ from leasegate.control_plane.app import create_control_plane_app
 from leasegate.db.migrate import upgrade
 from leasegate.proxy.app import create_proxy_app
 from leasegate.web.logs import configure_logging
+
+log = logging.getLogger("leasegate.cli")
 
 _DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
 
@@ -41,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, config: Config) -> int:
     configure_logging(config.settings.log_level)
+    if config.unknown_variables:
+        log.warning(
+            "unknown LEASEGATE_ variables ignored (a typo?)",
+            extra={"variables": list(config.unknown_variables)},
+        )
     if args.command == "migrate":
         upgrade(config.settings.database_url)
         return 0
