@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from leasegate.audit import Anchor, AuditRecord
 from leasegate.core.records import KeyRecord
+from leasegate.db.audit_lock import lock_for_mutation
 from leasegate.db.engine import Database
 from leasegate.db.keys import end_account_keys
 from leasegate.db.models import ANCHOR_ID, AuditAnchorRow, AuditRecordRow
@@ -93,6 +94,7 @@ class AuditRepository:
         """
         try:
             async with self._db.session() as session:
+                await lock_for_mutation(session, self._db.dialect)
                 snapshot = await _locked_chain(session)
                 plan = prepare(snapshot)
                 ended: list[KeyRecord] = []

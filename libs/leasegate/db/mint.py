@@ -23,6 +23,7 @@ from leasegate.core.ports.storage import (
     LeaseCapacityExhausted,
 )
 from leasegate.core.records import KeyRecord, MintDecision
+from leasegate.db.audit_lock import lock_for_mint
 from leasegate.db.convert import decision_values, key_record, key_values
 from leasegate.db.engine import Database
 from leasegate.db.keys import is_live
@@ -56,7 +57,7 @@ class MintRepository:
         try:
             async with self._db.session() as session:
                 if admin_revision is not None:
-                    await _hold_admin_revision(session, admin_revision)
+                    await _hold_admin_revision(session, self._db.dialect, admin_revision)
                 await _claim_dispatch(session, key, now)
                 if lease_capacity is not None:
                     await _lock_account(session, self._db.dialect, key.account_id)
@@ -81,7 +82,7 @@ class MintRepository:
         try:
             async with self._db.session() as session:
                 if admin_revision is not None:
-                    await _hold_admin_revision(session, admin_revision)
+                    await _hold_admin_revision(session, self._db.dialect, admin_revision)
                 account_id = await session.scalar(
                     select(KeyRow.account_id).where(KeyRow.key_id == old_key_id)
                 )
@@ -135,16 +136,13 @@ async def _claim_dispatch(session: AsyncSession, key: KeyRecord, now: datetime) 
         raise DispatchLeaseHeld(held)
 
 
-async def _hold_admin_revision(session: AsyncSession, expected: int) -> None:
-    """Share-lock the audit anchor and insist the chain is as long as when the overlay was
-    read. An admin mutation takes the same row FOR UPDATE, so it waits for in-flight mints to
-    commit (and then revokes their keys), and mints that start meanwhile see the new length
-    and decide again: a disable can never miss a key minted concurrently."""
-    count = await session.scalar(
-        select(AuditAnchorRow.count)
-        .where(AuditAnchorRow.id == ANCHOR_ID)
-        .with_for_update(read=True)
-    )
+async def _hold_admin_revision(session: AsyncSession, dialect: str, expected: int) -> None:
+    """Insist the audit chain is as long as when the overlay was read, under the lock an
+    admin mutation takes exclusively: a mutation waits for mints already committing (and
+    then revokes their keys), and mints that start meanwhile see the new length and decide
+    again, so a disable can never miss a key minted concurrently."""
+    await lock_for_mint(session, dialect)
+    count = await session.scalar(select(AuditAnchorRow.count).where(AuditAnchorRow.id == ANCHOR_ID))
     if (count or 0) != expected:
         raise AdminStateMoved(f"audit chain at {count or 0}, overlay read at {expected}")
 
