@@ -73,8 +73,9 @@ def _response_headers(attempt: Attempt, upstream: httpx.Response) -> list[tuple[
     return headers
 
 
-class BufferedRelay(Response):
-    """A non-streaming answer (or any error status): read whole, parsed for usage, sent."""
+class _Relay(Response):
+    """An upstream answer on its way to the client; the subclass decides how it is relayed
+    and ends the attempt exactly once."""
 
     def __init__(
         self,
@@ -89,6 +90,10 @@ class BufferedRelay(Response):
         self._endpoint = endpoint
         self._upstream = upstream
         self._deadlines = deadlines
+
+
+class BufferedRelay(_Relay):
+    """A non-streaming answer (or any error status): read whole, parsed for usage, sent."""
 
     async def _read(self) -> bytes:
         reader = BodyReader(self._upstream.aiter_bytes(), self._deadlines)
@@ -129,22 +134,8 @@ class BufferedRelay(Response):
             await _close_and_finish(runtime, attempt, upstream, observation)
 
 
-class StreamRelay(Response):
+class StreamRelay(_Relay):
     """A 2xx SSE stream passed through chunk by chunk."""
-
-    def __init__(
-        self,
-        runtime: ProxyRuntime,
-        attempt: Attempt,
-        endpoint: Endpoint,
-        upstream: httpx.Response,
-        deadlines: Deadlines,
-    ) -> None:
-        self._runtime = runtime
-        self._attempt = attempt
-        self._endpoint = endpoint
-        self._upstream = upstream
-        self._deadlines = deadlines
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
