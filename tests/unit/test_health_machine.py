@@ -13,11 +13,9 @@ from leasegate.routing.health import (
     HealthState,
     account_health,
     cooldown_s,
-    cooldown_scope,
     health_block,
     on_failure,
     on_success,
-    soonest_retry_after_s,
 )
 
 seconds = st.floats(min_value=0.001, max_value=1e6, allow_nan=False)
@@ -149,17 +147,3 @@ def test_the_circuit_is_checked_before_the_model() -> None:
     assert account_health(snapshot, "a") == "circuit-open"
     assert account_health(snapshot, "b") == "cooling"
     assert account_health(snapshot, "c") == "healthy"
-
-
-def test_cooldown_scope_per_spec() -> None:
-    assert cooldown_scope(["model-cooling", "model-cooling"]) == "model"
-    assert cooldown_scope(["circuit-open", "not-configured"]) == "account"
-    assert cooldown_scope(["model-cooling", "circuit-open"]) == "mixed"
-    assert cooldown_scope(["model-cooling", "lease-capacity-exhausted"]) == "mixed"
-
-
-def test_retry_after_is_the_soonest_cooldown_end() -> None:
-    cooldowns = [_cooldown("a", "m", 130.0), _cooldown("b", None, 112.5)]
-    assert soonest_retry_after_s(cooldowns, now=100.0) == 12.5
-    assert soonest_retry_after_s([], now=100.0) is None
-    assert soonest_retry_after_s(cooldowns, now=200.0) == 0.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -12,7 +12,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from leasegate.capacity.table import ReservationTable, has_room
+from leasegate.capacity.table import ReservationTable
 
 LEASE_S = 10.0
 HOLDERS = st.sampled_from([f"req-{i}" for i in range(8)])
@@ -70,11 +70,6 @@ def test_renewal_keeps_a_long_holder_alive_past_its_first_lease() -> None:
     assert table.held(now=29.0) == 1
     assert not table.reserve("other", capacity=1, now=29.0, lease_s=LEASE_S)
     assert table.held(now=30.0) == 0
-
-
-@given(held=st.integers(0, 50), capacity=st.none() | st.integers(0, 50))
-def test_has_room_only_below_a_ceiling(held: int, capacity: int | None) -> None:
-    assert has_room(held, capacity) == (capacity is None or held < capacity)
 
 
 class ReservationMachine(RuleBasedStateMachine):

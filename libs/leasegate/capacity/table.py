@@ -65,8 +65,3 @@ class ReservationTable:
         expired = [holder for holder, expiry in self._expiry.items() if expiry <= now]
         for holder in expired:
             del self._expiry[holder]
-
-
-def has_room(held: int, capacity: int | None) -> bool:
-    """Whether one more holder fits; `None` is no ceiling at all."""
-    return capacity is None or held < capacity

@@ -21,7 +21,6 @@ suite in tests/contract proves the two agree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -33,7 +32,6 @@ from leasegate.core.ports.health import (
 )
 
 Change = Literal["tripped", "recovered"]
-CooldownScope = Literal["model", "account", "mixed"]
 AccountHealth = Literal["healthy", "cooling", "circuit-open"]
 
 # 2**1000 is still a finite float; beyond it the product would overflow the power operator.
@@ -126,22 +124,6 @@ def health_block(
     if cooling is not None:
         return "model-cooling", cooling
     return None
-
-
-def cooldown_scope(codes: Iterable[str]) -> CooldownScope:
-    """`model` when every pass-over was model-cooling, `account` when none was, else mixed."""
-    flags = [code == "model-cooling" for code in codes]
-    if flags and all(flags):
-        return "model"
-    if not any(flags):
-        return "account"
-    return "mixed"
-
-
-def soonest_retry_after_s(cooldowns: Iterable[Cooldown], now: float) -> float | None:
-    """Seconds until the first of these cooldowns ends; None when there is none."""
-    ends = [c.until for c in cooldowns]
-    return max(min(ends) - now, 0.0) if ends else None
 
 
 def account_health(snapshot: HealthSnapshot, account_id: str) -> AccountHealth:

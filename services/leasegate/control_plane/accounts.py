@@ -15,6 +15,7 @@ from leasegate.core.clock import from_epoch, iso
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.core.ports.health import HealthSnapshot
+from leasegate.routing.health import account_health
 
 
 async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def _account(
         if (c := snapshot.cooling_for(account.id, served)) is not None
     ]
     circuit = snapshot.circuit(account.id)
-    health = "circuit-open" if circuit else "cooling" if cooling else "healthy"
+    health = account_health(snapshot, account.id)
     return {
         "id": account.id,
         "provider": account.provider,

@@ -25,6 +25,7 @@ from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.routing.health import health_block
 from leasegate.upstream.failures import send_failure
 from leasegate.web.errors import STORE_ERRORS
 
@@ -125,19 +126,14 @@ async def _rewrite_body(
 async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:
     now = runtime.clock.now().timestamp()
     snapshot = await runtime.health.snapshot([(key.account_id, key.served_model)], now)
-    circuit = snapshot.circuit(key.account_id)
-    if circuit is not None:
+    blocked = health_block(snapshot, key.account_id, key.served_model)
+    if blocked is not None:
+        code, cooldown = blocked
+        subject = key.account_id if cooldown.model is None else f"{key.account_id}/{cooldown.model}"
         raise GatewayError(
-            "circuit-open",
-            f"account {key.account_id} is resting after account-wide failures",
-            retry_after_s=max(0.0, circuit.until - now),
-        )
-    cooling = snapshot.cooling_for(key.account_id, key.served_model)
-    if cooling is not None:
-        raise GatewayError(
-            "model-cooling",
-            f"{key.account_id}/{key.served_model} is cooling down",
-            retry_after_s=max(0.0, cooling.until - now),
+            code,
+            f"{subject} is resting after failures ({cooldown.reason})",
+            retry_after_s=max(0.0, cooldown.until - now),
         )
 
 

@@ -52,9 +52,6 @@ class HealthSnapshot:
         return sorted(found, key=lambda c: c.model or "")
 
 
-EMPTY_SNAPSHOT = HealthSnapshot(circuits={}, cooling={})
-
-
 @dataclass(frozen=True, slots=True)
 class HealthTransition:
     """A cooldown or circuit that started or ended: one structured event each."""
