@@ -1,23 +1,13 @@
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import redis.asyncio as aioredis
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
-from tests.fixtures.services import (
-    PG_HOST,
-    PG_PORT,
-    REDIS_URL,
-    create_database,
-    drop_database,
-    pg_url,
-    require_service,
-)
+from tests.fixtures.services import production_stores
 
 
 @pytest.fixture(params=["embedded", "production"])
@@ -32,19 +22,8 @@ async def stores_env(mode: str) -> AsyncIterator[dict[str, str]]:
     if mode == "embedded":
         yield {}
         return
-    require_service("PostgreSQL", PG_HOST, PG_PORT)
-    require_service("Redis", "127.0.0.1", 6379)
-    database = await create_database()
-    prefix = f"lgtest:{secrets.token_hex(4)}"
-    try:
-        yield {"database_url": pg_url(database), "redis_url": REDIS_URL, "redis_prefix": prefix}
-    finally:
-        await drop_database(database)
-        client = aioredis.from_url(REDIS_URL)
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=500)]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    async with production_stores() as stores:
+        yield stores
 
 
 @pytest.fixture

@@ -4,9 +4,6 @@ control planes racing the same expected_revision, and a disable reaching two pro
 from __future__ import annotations
 
 import asyncio
-import secrets
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -16,16 +13,8 @@ import pytest
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process
-from tests.fixtures.services import (
-    PG_HOST,
-    PG_PORT,
-    REDIS_URL,
-    create_database,
-    drop_database,
-    pg_url,
-    require_service,
-)
+from tests.fixtures.servers import leasegate_process, run_migrate
+from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
 
@@ -36,31 +25,17 @@ ROUNDS = 6
 
 @pytest.fixture
 async def production_env(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
-    require_service("PostgreSQL", PG_HOST, PG_PORT)
-    require_service("Redis", "127.0.0.1", 6379)
-    database = await create_database()
-    async with MockUpstream() as upstream:
+    async with production_stores() as stores, MockUpstream() as upstream:
         env = gateway_env(
             tmp_path,
             [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
-            database_url=pg_url(database),
-            redis_url=REDIS_URL,
-            redis_prefix=f"lgtest:{secrets.token_hex(4)}",
+            database_url=stores["database_url"],
+            redis_url=stores["redis_url"],
+            redis_prefix=stores["redis_prefix"],
             extra={"LEASEGATE_AUDIT_KEY": "test-audit-key"},
         )
-        migrate = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "leasegate.cli.main",
-            "migrate",
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
-        assert await migrate.wait() == 0
-        try:
-            yield env
-        finally:
-            await drop_database(database)
+        await run_migrate(env)
+        yield env
 
 
 async def _start(stack: ExitStack, env: dict[str, str], *commands: str) -> list[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-import redis.asyncio as aioredis
 
 from leasegate.cli.dev import create_dev_app
 from leasegate.config import load_config
@@ -25,15 +23,7 @@ from leasegate.demo.upstream import MockUpstream, Reply
 from leasegate.proxy.runtime import ProxyRuntime
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
 from tests.fixtures.servers import serve
-from tests.fixtures.services import (
-    PG_HOST,
-    PG_PORT,
-    REDIS_URL,
-    create_database,
-    drop_database,
-    pg_url,
-    require_service,
-)
+from tests.fixtures.services import production_stores
 
 AUTH = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
 PRODUCTION = pytest.param("production", marks=[pytest.mark.postgres, pytest.mark.redis])
@@ -85,19 +75,8 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]
     if request.param == "embedded":
         yield {}
         return
-    require_service("PostgreSQL", PG_HOST, PG_PORT)
-    require_service("Redis", "127.0.0.1", 6379)
-    database = await create_database()
-    prefix = f"lgtest:{secrets.token_hex(4)}"
-    try:
-        yield {"database_url": pg_url(database), "redis_url": REDIS_URL, "redis_prefix": prefix}
-    finally:
-        await drop_database(database)
-        client = aioredis.from_url(REDIS_URL)
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=500)]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
+    async with production_stores() as stores:
+        yield stores
 
 
 @pytest.fixture
