@@ -9,6 +9,7 @@ uses the cache: it re-reads and re-verifies the chain under the database lock.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from leasegate.web.errors import STORE_ERRORS
 log = logging.getLogger("leasegate.audit")
 
 MAX_CACHE_AGE_S = 5.0
+REPORT_DEADLINE_S = 2.5
+"""/readyz waits this long for the chain's state, then reports it `unknown`."""
 AUTHENTICATED_BY = "admin-token"
 
 _CacheKey = tuple[ChainHead, Witness | None]
@@ -141,8 +144,9 @@ class AdminOverlay:
     async def report(self) -> Mapping[str, Any]:
         """For /readyz's body: the chain's state, which never makes the process unready."""
         try:
-            verdict = await self.verdict()
-        except STORE_ERRORS as exc:
+            async with asyncio.timeout(REPORT_DEADLINE_S):
+                verdict = await self.verdict()
+        except STORE_ERRORS as exc:  # TimeoutError included: it is an OSError
             return {"audit_chain": {"chain": "unknown", "error": type(exc).__name__}}
         return {
             "audit_chain": {
