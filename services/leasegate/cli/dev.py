@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
 from leasegate.control_plane.app import build_control_runtime
+from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
 from leasegate.core.clock import Clock, SystemClock
@@ -56,6 +57,7 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             report=control.overlay.report,
         )
     )
+    install_console(app, control)
     app.state.control = control
     app.state.proxy = proxy
     app.state.stores = stores

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
+from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
@@ -60,5 +61,6 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             report=runtime.overlay.report,
         )
     )
+    install_console(app, runtime)
     app.state.runtime = runtime
     return app
