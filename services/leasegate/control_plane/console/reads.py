@@ -30,7 +30,7 @@ _EVIDENCE_ROWS = 100
 @dataclass(frozen=True, slots=True)
 class LifeEvent:
     what: str
-    """minted, renewed, revoked, expired, or live (until `at`)."""
+    """minted, renewed, revoked, expired, or `live until`."""
     at: str
     detail: str | None = None
 
@@ -42,11 +42,12 @@ def key_life(key: KeyRecord, now: datetime) -> list[LifeEvent]:
         if key.revoke_reason == RENEWED:
             events.append(LifeEvent("renewed", iso(key.revoked_at)))
         else:
-            events.append(LifeEvent("revoked", iso(key.revoked_at), key.revoke_reason))
+            reason = key.revoke_reason if key.revoke_reason != "revoked" else None
+            events.append(LifeEvent("revoked", iso(key.revoked_at), reason))
     elif key.expires_at <= now:
         events.append(LifeEvent("expired", iso(key.expires_at)))
     else:
-        events.append(LifeEvent("live", iso(key.expires_at), "until"))
+        events.append(LifeEvent("live until", iso(key.expires_at)))
     return events
 
 
