@@ -21,6 +21,7 @@ from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
+from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import open_stores
 
 
@@ -28,7 +29,8 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
-    control = build_control_runtime(config, stores, the_clock)
+    StoreMetrics(metrics_registry).watch_database(stores.database)
+    control = build_control_runtime(config, stores, the_clock, metrics_registry)
     proxy = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager

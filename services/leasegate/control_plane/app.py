@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from leasegate.config import Config
 from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
+from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import Clock, SystemClock
@@ -19,10 +20,13 @@ from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
+from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import Stores, open_stores
 
 
-def build_control_runtime(config: Config, stores: Stores, clock: Clock) -> ControlRuntime:
+def build_control_runtime(
+    config: Config, stores: Stores, clock: Clock, metrics_registry: CollectorRegistry
+) -> ControlRuntime:
     settings = config.settings
     return ControlRuntime(
         settings=settings,
@@ -30,6 +34,7 @@ def build_control_runtime(config: Config, stores: Stores, clock: Clock) -> Contr
         clock=clock,
         stores=stores,
         auth=TokenAuthority(settings.control_token, settings.admin_tokens),
+        mint_metrics=MintMetrics(metrics_registry, tenant_label=settings.metrics_tenant_label),
     )
 
 
@@ -37,8 +42,9 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     """The control plane as its own process (production mode)."""
     the_clock = clock or SystemClock()
     stores = open_stores(config)
-    runtime = build_control_runtime(config, stores, the_clock)
     metrics_registry = CollectorRegistry()
+    StoreMetrics(metrics_registry).watch_database(stores.database)
+    runtime = build_control_runtime(config, stores, the_clock, metrics_registry)
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     capacity_gauges = CapacityGauges(runtime, metrics_registry)
 
