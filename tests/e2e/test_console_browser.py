@@ -6,7 +6,6 @@ Screenshots go to `test-artifacts/console/` (or `$LEASEGATE_TEST_ARTIFACTS/conso
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -328,8 +327,7 @@ async def test_evidence_page_counts_outcomes(console: Console) -> None:
     rows = page.locator("table:not(.counts) tbody tr")
     await expect(rows.first).to_contain_text("success")
     assert "upstream-error" not in await page.locator("table:not(.counts) tbody").inner_text()
-    success = page.locator("table.counts").get_by_role("row", name="success")
-    await expect(success).not_to_contain_text("\t0\t")
+    last_hour = page.locator("table.counts tr", has_text="success").get_by_role("cell").nth(1)
+    assert int(await last_hour.inner_text()) >= 1
     await shot(page, "evidence")
     await context.close()
-    await asyncio.sleep(0)

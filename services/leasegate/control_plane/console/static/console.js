@@ -7,6 +7,7 @@
   var status = document.getElementById("refresh-state");
   var url = grid.getAttribute("data-refresh");
   var busy = false;
+  var last = grid.innerHTML;
 
   function say(text) { if (status && status.textContent !== text) { status.textContent = text; } }
 
@@ -21,9 +22,19 @@
       })
       .then(function (html) {
         if (html === null) { return; }
-        grid.innerHTML = html;
         grid.setAttribute("data-refreshed", String(Date.now()));
         say("");
+        if (html === last) { return; }  // nothing changed: leave the DOM (and focus) alone
+        var wrap = grid.querySelector(".table-wrap");
+        var scroll = wrap ? wrap.scrollLeft : 0;
+        var focused = wrap !== null && document.activeElement === wrap;
+        grid.innerHTML = html;
+        last = html;
+        wrap = grid.querySelector(".table-wrap");
+        if (wrap) {
+          wrap.scrollLeft = scroll;
+          if (focused) { wrap.focus({ preventScroll: true }); }
+        }
       })
       .catch(function () { say("Refresh failed; retrying."); })
       .finally(function () { busy = false; });
