@@ -111,11 +111,7 @@ async def test_traffic_shows_in_the_metrics(traffic: Traffic) -> None:
 
 async def test_the_dashboard_uses_only_exported_metrics(traffic: Traffic) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
-    exprs = [
-        target["expr"]
-        for panel in dashboard["panels"]
-        for target in panel.get("targets", [])
-    ]
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     exprs.append(dashboard["templating"]["list"][1]["definition"])
     used = {name for expr in exprs for name in re.findall(r"\bleasegate_[a-z_]+", expr)}
     assert len(used) >= 15

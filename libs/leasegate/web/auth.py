@@ -40,7 +40,6 @@ class TokenAuthority:
             raise GatewayError("unauthenticated", "invalid bearer token")
         return matched
 
-
     def knows(self, kind: str, name: str) -> bool:
         """Whether a caller of this kind and name is still configured (for console sessions)."""
         if kind == "control":

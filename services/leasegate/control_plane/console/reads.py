@@ -82,14 +82,18 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             dict.fromkeys(m for a in runtime.registry.accounts for m in a.models.values())
         )
         # Only values the filters offer: anything else is an unknown filter, not a query.
-        if account not in ("", *accounts) or model not in ("", *models) or outcome not in (
-            "", *OUTCOMES
+        if (
+            account not in ("", *accounts)
+            or model not in ("", *models)
+            or outcome not in ("", *OUTCOMES)
         ):
             return page(
-                request, "message.html",
+                request,
+                "message.html",
                 {"title": "Unknown filter", "text": "Pick the filters from the lists."},
-                session=session, status=400,
-            )  # fmt: skip
+                session=session,
+                status=400,
+            )
         rows = await store.query_evidence(
             account_id=account or None,
             served_model=model or None,

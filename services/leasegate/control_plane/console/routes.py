@@ -115,22 +115,22 @@ def _pool_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             return _csrf_refused(request, session)
         if not session.can_act:
             return message(
-                request, session, 403, "Read-only session",
+                request,
+                session,
+                403,
+                "Read-only session",
                 "This session was opened with the control token: it can read, not act. "
                 "Sign in with an operator token to change an account.",
-            )  # fmt: skip
-        return await _apply(request, runtime, session.name, fields, session)
+            )
+        return await _apply(request, runtime, session, fields)
 
     return router
 
 
 async def _apply(
-    request: Request,
-    runtime: ControlRuntime,
-    actor: str,
-    fields: dict[str, str],
-    session: Session,
+    request: Request, runtime: ControlRuntime, session: Session, fields: dict[str, str]
 ) -> Response:
+    """Validate the form, then apply it as the session's operator (the token's name)."""
     account_id = fields.get("account", "")
     state = _STATES.get(fields.get("action", ""))
     reason = fields.get("reason", "").strip()
@@ -151,7 +151,7 @@ async def _apply(
         state=state,
         expected_revision=int(revision),
         reason=reason,
-        actor=actor,
+        actor=session.name,
         on_behalf_of=None,
     )
     try:
@@ -174,7 +174,10 @@ async def _conflict(
 
 def _csrf_refused(request: Request, session: Session) -> Response:
     return message(
-        request, session, 403, "Form refused",
+        request,
+        session,
+        403,
+        "Form refused",
         "The form's anti-forgery token is missing or does not match this session. "
         "Reload the page and try again.",
-    )  # fmt: skip
+    )

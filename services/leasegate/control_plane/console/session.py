@@ -81,6 +81,4 @@ def unseal(cookie: str | None, secret: bytes, now: float) -> Session | None:
 
 
 def csrf_matches(session: Session, presented: str | None) -> bool:
-    return presented is not None and hmac.compare_digest(
-        session.csrf.encode(), presented.encode()
-    )
+    return presented is not None and hmac.compare_digest(session.csrf.encode(), presented.encode())
