@@ -22,6 +22,7 @@ from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.store_metrics import StoreMetrics
+from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import open_stores
 
 
@@ -44,7 +45,12 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             await stop_proxy(proxy)
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate (embedded)", lifespan=lifespan)
+    configure_tracing(config.tracing_endpoint, "leasegate")
+    app = FastAPI(
+        title="Leasegate (embedded)",
+        lifespan=lifespan,
+        telemetry=telemetry(config.tracing_endpoint),
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(control))

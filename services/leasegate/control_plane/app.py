@@ -21,6 +21,7 @@ from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.store_metrics import StoreMetrics
+from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import Stores, open_stores
 
 
@@ -55,7 +56,12 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         finally:
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate control plane", lifespan=lifespan)
+    configure_tracing(config.tracing_endpoint, "leasegate-control-plane")
+    app = FastAPI(
+        title="Leasegate control plane",
+        lifespan=lifespan,
+        telemetry=telemetry(config.tracing_endpoint),
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(runtime))
