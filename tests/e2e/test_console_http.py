@@ -84,13 +84,17 @@ async def test_an_operator_changes_an_account_and_a_stale_form_is_refused(
     async with signed_in(gateway, ADMIN_TOKEN) as client:
         csrf, seen = await csrf_of(client)
         form = {"csrf": csrf, "account": "claude-main", "revision": str(seen)}
-        drain = {**form, "action": "drain", "reason": "r"}
+        drain = {**form, "action": "drain", "reason": "<script>alert(1)</script>"}
         done = await client.post("/console/actions", data=drain)
         assert done.status_code == 303, done.text
         view = await gateway.control_get("/accounts/claude-main")
         assert (view["admin_state"], view["revision"]) == ("draining", seen + 1)
         audit = await gateway.control_get("/audit")
         assert audit["records"][-1]["actor"] == "ops-alice"
+        for path in ("/console/pool", "/console/actions", "/console/audit"):
+            shown = (await client.get(path)).text
+            assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown  # escaped, never markup
+            assert "<script>alert" not in shown
 
         enable = {**form, "action": "enable", "reason": "r"}
         again = await client.post("/console/actions", data=enable)
