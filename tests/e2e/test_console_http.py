@@ -3,14 +3,21 @@ accepted, and that bad input is a 4xx page, never a 5xx. (The browser tests driv
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, Gateway
+from leasegate.config import load_config
+from leasegate.control_plane.app import create_control_plane_app
+from leasegate.db.migrate import upgrade
+from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, Gateway, gateway_env
+from tests.fixtures.servers import serve
+from tests.fixtures.services import production_stores
 
 PAGES = [
     "/console/pool",
@@ -159,3 +166,30 @@ async def test_bad_input_is_a_4xx_page(
         assert many.status_code == 403
         binary = await client.post("/console/sign-in", content=b"\xff\xfe token=\x00")
         assert binary.status_code == 401
+
+
+async def test_the_control_plane_process_app_serves_the_console(tmp_path: Path) -> None:
+    """`leasegate control-plane` (production mode, no proxy in the process) has it too."""
+    async with production_stores() as stores:
+        env = gateway_env(
+            tmp_path,
+            [],
+            database_url=stores["database_url"],
+            redis_url=stores["redis_url"],
+            redis_prefix=stores["redis_prefix"],
+        )
+        config = load_config(env)
+        await asyncio.to_thread(upgrade, config.settings.database_url)
+        async with (
+            serve(create_control_plane_app(config)) as url,
+            httpx.AsyncClient(base_url=url) as client,
+        ):
+            assert (await client.get("/console/audit")).status_code == 303
+            signed = await client.post("/console/sign-in", data={"token": ADMIN_TOKEN})
+            assert signed.status_code == 303
+            audit = await client.get("/console/audit")
+            assert audit.status_code == 200
+            assert "No records: every account is enabled." in audit.text
+            script = await client.get("/console/static/console.js")
+            assert script.status_code == 200
+            assert "setInterval" in script.text
