@@ -60,7 +60,8 @@ class Stores:
         await self.slots.aclose()
         if self.redis is not None:
             with contextlib.suppress(RedisError, OSError):
-                await self.redis.aclose()
+                # the pool was passed in, so the client would leave its sockets open
+                await self.redis.aclose(close_connection_pool=True)
         await self.database.dispose()
 
 

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
 from leasegate.control_plane.app import build_control_runtime
+from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
 from leasegate.core.clock import Clock, SystemClock
@@ -20,6 +21,8 @@ from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
+from leasegate.web.store_metrics import StoreMetrics
+from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import open_stores
 
 
@@ -27,7 +30,8 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
-    control = build_control_runtime(config, stores, the_clock)
+    StoreMetrics(metrics_registry).watch_database(stores.database)
+    control = build_control_runtime(config, stores, the_clock, metrics_registry)
     proxy = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager
@@ -41,7 +45,12 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             await stop_proxy(proxy)
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate (embedded)", lifespan=lifespan)
+    configure_tracing(config.tracing_endpoint, "leasegate")
+    app = FastAPI(
+        title="Leasegate (embedded)",
+        lifespan=lifespan,
+        telemetry=telemetry(config.tracing_endpoint),
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(control))
@@ -56,6 +65,7 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             report=control.overlay.report,
         )
     )
+    install_console(app, control)
     app.state.control = control
     app.state.proxy = proxy
     app.state.stores = stores

@@ -37,6 +37,7 @@ from leasegate.core.ports.storage import (
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import ParsedKey, hash_secret, new_key
 from leasegate.routing.selection import NoneEligible, Selected, none_eligible, select
+from leasegate.web.tracing import step
 
 _MAX_REDECISIONS = 3
 
@@ -117,17 +118,20 @@ async def _walk(
 ) -> dict[str, Any]:
     """Select from the start position; a reservation that finds the account full after all
     records it as passed over and walks on."""
-    facts = await runtime.facts(candidates)
+    with step("mint.facts"):
+        facts = await runtime.facts(candidates)
     position = start.position or 0
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
     while True:
-        outcome = select(candidates, facts, position, passed_over)
+        with step("mint.selection"):
+            outcome = select(candidates, facts, position, passed_over)
         if isinstance(outcome, NoneEligible):
             await _no_eligible(runtime, body, start, outcome)
         assert isinstance(outcome, Selected)  # noqa: S101 - _no_eligible always raises
         try:
-            return await _commit(runtime, body, start, outcome, ttl_s, facts.admin_revision)
+            with step("mint.commit"):  # one transaction: reserve the lease, record, commit
+                return await _commit(runtime, body, start, outcome, ttl_s, facts.admin_revision)
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
             redecisions += 1

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.config import Settings
+from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
@@ -25,6 +26,7 @@ class ControlRuntime:
     clock: Clock
     stores: Stores
     auth: TokenAuthority
+    mint_metrics: MintMetrics
     overlay: AdminOverlay = field(init=False)
     """The operators' account states, folded from the audit chain."""
 

@@ -28,6 +28,8 @@ from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
+from leasegate.web.store_metrics import StoreMetrics
+from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import Stores, open_stores
 
 
@@ -98,6 +100,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
+    StoreMetrics(metrics_registry).watch_database(stores.database)
     runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager
@@ -109,7 +112,13 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
             await stop_proxy(runtime)
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate proxy", lifespan=lifespan, openapi_url=None)
+    configure_tracing(config.tracing_endpoint, "leasegate-proxy")
+    app = FastAPI(
+        title="Leasegate proxy",
+        lifespan=lifespan,
+        telemetry=telemetry(config.tracing_endpoint),
+        openapi_url=None,
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.router.routes.extend(proxy_routes(runtime))
