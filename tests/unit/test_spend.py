@@ -80,7 +80,10 @@ def test_the_accounts_file_gives_prices_per_model_in_one_currency() -> None:
     registry = parse_accounts(
         _document(
             {
-                "gpt-4o": {"served": "gpt-4o-2024-08-06", "prices": {"input": "2.5", "output": "10"}},
+                "gpt-4o": {
+                    "served": "gpt-4o-2024-08-06",
+                    "prices": {"input": "2.5", "output": "10"},
+                },
                 "mini": "mini-served",
             },
             currency="USD",
