@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from leasegate.cli.main import main
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
 
@@ -156,3 +157,53 @@ async def test_requests_in_flight_when_the_budget_is_crossed_overshoot_it_by_at_
         assert spent == admitted * COST  # the bound: what the admitted in-flight requests cost
         after = await gw.chat(minted["key"])
         _refused(after, 402, "dispatch-budget-exhausted")
+
+
+async def test_usage_totals_equal_the_sum_of_evidence_rows_and_the_cli_prints_them(
+    priced_pool: Callable[[], AbstractAsyncContextManager[Priced]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with priced_pool() as pool:
+        gw = pool.gateway
+        for dispatch, tenant in (("u-1", "acme/web"), ("u-2", "acme/api")):
+            minted = await gw.minted(dispatch_id=dispatch, tenant=tenant)
+            for _ in range(2):
+                assert (await gw.chat(minted["key"])).status_code == 200
+            await gw.evidence_for(minted["mint_decision_id"], count=2)
+        report = await gw.control_get("/usage?group_by=tenant,account,model,day")
+        assert report["currency"] == "USD"
+        assert report["group_by"] == ["tenant", "account", "model", "day"]
+        rows = (await gw.control_get("/evidence?limit=1000"))["evidence"]
+        by_tenant = {g["tenant"]: g for g in report["usage"]}
+        assert set(by_tenant) == {"acme/web", "acme/api"}
+        for group in report["usage"]:
+            assert (group["account"], group["model"], group["requests"]) == ("primary", "gpt-4o", 2)
+            assert group["day"] == rows[0]["started_at"][:10]
+            assert Decimal(group["cost"]) == 2 * COST
+        assert sum(g["output_tokens"] for g in report["usage"]) == sum(
+            r["output_tokens"] for r in rows
+        )
+
+        account = await gw.control_get("/accounts/primary")
+        assert account["spend_today"]["requests"] == 4
+        assert Decimal(account["spend_today"]["cost"]) == 4 * COST
+
+        bad = await gw.client.get(
+            f"{gw.url}/control/v2/usage?group_by=tenant,nope", headers=gw.control
+        )
+        _refused(bad, 400, "invalid-request")
+        naive = await gw.client.get(
+            f"{gw.url}/control/v2/usage?since=2026-01-01T00:00:00", headers=gw.control
+        )
+        _refused(naive, 400, "invalid-request")
+
+        argv = ["usage", "--url", gw.url, "--token", gw.control["Authorization"][7:]]
+        assert (
+            await asyncio.to_thread(main, [*argv, "--group-by", "tenant", "--format", "csv"]) == 0
+        )
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith("tenant,requests,input_tokens,output_tokens")
+        assert sorted(lines[1:]) == sorted(
+            f"{t},2,24,8,8,0,{format((2 * COST).normalize(), 'f')}"
+            for t in ("acme/api", "acme/web")
+        )

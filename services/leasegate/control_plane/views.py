@@ -60,7 +60,7 @@ def evidence_view(row: EvidenceRow) -> dict[str, Any]:
         "cache_read_input_tokens": row.cache_read_input_tokens,
         "cache_creation_input_tokens": row.cache_creation_input_tokens,
         "malformed_chunks": row.malformed_chunks,
-        "cost": _amount(row.cost),
+        "cost": money(row.cost),
         "started_at": _time(row.started_at),
         "first_byte_ms": row.first_byte_ms,
         "duration_ms": row.duration_ms,
@@ -121,9 +121,9 @@ def mint_view(decision: MintDecision, token: str | None, key: KeyRecord) -> dict
 def budget_view(max_tokens: int | None, max_cost: Decimal | None) -> dict[str, Any] | None:
     if max_tokens is None and max_cost is None:
         return None
-    return {"max_tokens": max_tokens, "max_cost": _amount(max_cost)}
+    return {"max_tokens": max_tokens, "max_cost": money(max_cost)}
 
 
-def _amount(value: Decimal | None) -> str | None:
+def money(value: Decimal | None) -> str | None:
     """Money travels as a decimal string, never a JSON number (no float ever touches it)."""
     return None if value is None else format(value.normalize(), "f")
