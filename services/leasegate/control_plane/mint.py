@@ -164,8 +164,9 @@ async def _commit(
     now = runtime.clock.now()
     candidate: Candidate = chosen.candidate
     token, parsed = new_key()
+    decision_id = new_id("md")
     decision = MintDecision(
-        id=new_id("md"),
+        id=decision_id,
         created_at=now,
         tenant=body.tenant,
         dispatch_id=body.dispatch_id,
@@ -183,6 +184,9 @@ async def _commit(
         authorised_by_request_id=start.authorised_by,
         idempotency_key=start.idempotency_key,
         request_fingerprint=start.fingerprint,
+        chain_id=start.chain_id or decision_id,
+        budget_max_tokens=start.budget_max_tokens,
+        budget_max_cost=start.budget_max_cost,
     )
     key = key_of(decision, parsed, ttl_s)
     try:
@@ -254,6 +258,9 @@ def key_of(decision: MintDecision, parsed: ParsedKey, ttl_s: int) -> KeyRecord:
         account_id=decision.account_id,
         created_at=decision.created_at,
         expires_at=decision.created_at + timedelta(seconds=ttl_s),
+        chain_id=decision.chain_id,
+        budget_max_tokens=decision.budget_max_tokens,
+        budget_max_cost=decision.budget_max_cost,
     )
 
 

@@ -23,6 +23,7 @@ from leasegate.proxy.keys import KeyResolver, presented_key
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.relay import refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.proxy.spend import SpendGate
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
@@ -47,6 +48,7 @@ def build_proxy_runtime(
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(stores.store, flush_interval_s=settings.evidence_flush_interval_s),
         metrics=ProxyMetrics(metrics_registry),
+        spend=SpendGate(config.registry, stores.spend, keep_s=settings.key_max_ttl_s),
     )
 
 
