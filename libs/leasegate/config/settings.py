@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     evidence_flush_interval_s: PositiveSeconds = 0.05
     shutdown_drain_s: PositiveSeconds = 10.0
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+    access_log: bool = True
+    """One JSON line per HTTP request on stderr (leasegate.web.access_log)."""
 
     @field_validator("admin_tokens", mode="before")
     @classmethod

@@ -58,6 +58,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             metrics_registry,
             refresh=(health_gauges.refresh, capacity_gauges.refresh),
             report=runtime.overlay.report,
+            accounts=config.registry,
         )
     )
     app.state.runtime = runtime

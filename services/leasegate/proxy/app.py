@@ -119,6 +119,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
             refresh=(gauges.refresh,),
+            accounts=config.registry,
         )
     )
     app.state.runtime = runtime
