@@ -50,7 +50,9 @@ class ProxyRuntime:
         self.evidence.add(row)
         self.metrics.observe(row)
         key = attempt.key
-        if key is None or (classification.scope is None and not classification.resets_streak):
+        if key is None or not attempt.feeds_health:
+            return
+        if classification.scope is None and not classification.resets_streak:
             return
         try:
             transitions: list[HealthTransition] = await self.health.record(
