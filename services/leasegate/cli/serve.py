@@ -24,6 +24,8 @@ from uvicorn.supervisors import Multiprocess
 from leasegate.config import Config
 from leasegate.demo.upstream import MockUpstream
 
+_WORKER_HEALTHCHECK_S = 30
+
 FACTORIES = {
     "control-plane": "leasegate.cli.factories:control_plane_app",
     "proxy": "leasegate.cli.factories:proxy_app",
@@ -61,7 +63,13 @@ def serve(app: ASGIApp, config: Config, host: str, port: int) -> int:
 
 def serve_workers(command: str, workers: int, config: Config, host: str, port: int) -> int:
     uv_config = uvicorn.Config(
-        FACTORIES[command], factory=True, workers=workers, **_options(config, host, port)
+        FACTORIES[command],
+        factory=True,
+        workers=workers,
+        # A worker answers the supervisor's liveness ping only once its interpreter has
+        # imported the package; uvicorn's 5 s default kills slow starters on a loaded host.
+        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
+        **_options(config, host, port),
     )
     socket = uv_config.bind_socket()
     Multiprocess(uv_config, sockets=[socket]).run()
