@@ -18,8 +18,10 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
 from leasegate.db import Database, upgrade
-from leasegate.db.migrate import REPO_ROOT, alembic_config
+from leasegate.db.migrate import alembic_config
 from leasegate.db.models import Base
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 TABLES = {
     "account_leases",

@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     console_session_ttl_s: int = Field(default=8 * 3600, ge=60, le=7 * 86400)
     metrics_tenant_label: bool = False
     """Label mint metrics with the tenant (the first `METRICS_MAX_TENANTS`, then `other`)."""
+    access_log: bool = True
+    """One JSON line per HTTP request on stderr (leasegate.web.access_log)."""
 
     @field_validator("admin_tokens", mode="before")
     @classmethod

@@ -63,6 +63,7 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             metrics_registry,
             refresh=(health_gauges.refresh, capacity_gauges.refresh),
             report=control.overlay.report,
+            accounts=config.registry,
         )
     )
     install_console(app, control)

@@ -71,6 +71,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             metrics_registry,
             refresh=(health_gauges.refresh, capacity_gauges.refresh),
             report=runtime.overlay.report,
+            accounts=config.registry,
         )
     )
     install_console(app, runtime)

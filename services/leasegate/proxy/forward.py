@@ -33,6 +33,7 @@ from leasegate.web.errors import STORE_ERRORS
 async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -> Response:
     clock = runtime.clock
     attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
+    attempt.feeds_health = endpoint.completion
     token = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
     if token is None:
         error = GatewayError("key-invalid", "no key: send it as Authorization: Bearer or x-api-key")
