@@ -3,6 +3,10 @@
 Pub/sub is fire-and-forget, so a subscriber that loses its connection may miss messages:
 on every (re)connect it calls `on_reset`, and the proxy drops its key cache, falling back to
 the database (which always knows) until the cache warms again.
+
+On a Redis Cluster, classic PUBLISH reaches subscribers on every node, so the subscription
+(redis-py's cluster pub/sub, on the node owning the channel's slot) sees every revocation
+whichever node the publisher happened to reach.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import json
 import logging
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from leasegate.core.ports.revocation import OnReset, OnRevoked, Revocation
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 
 log = logging.getLogger("leasegate.revocations")
 
@@ -24,9 +29,9 @@ _RECONNECT_DELAY_S = 0.5
 
 
 class RedisRevocationBus:
-    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+    def __init__(self, client: RedisClient, prefix: str) -> None:
         self._client = client
-        self._channel = f"{prefix}:revocations"
+        self._channel = keys.revocations_channel(prefix)
         self._task: asyncio.Task[None] | None = None
 
     async def publish(self, revocations: Sequence[Revocation]) -> None:

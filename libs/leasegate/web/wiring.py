@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from leasegate.config import Config
+from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.health import HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
@@ -18,6 +19,7 @@ from leasegate.db.engine import Database
 from leasegate.db.store import Store
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
+from leasegate.kv.redis_client import RedisClient, cluster_client
 from leasegate.kv.revocations_memory import InProcessRevocationBus
 from leasegate.kv.revocations_redis import RedisRevocationBus
 from leasegate.kv.slots_memory import InProcessRequestSlots
@@ -33,7 +35,7 @@ class Stores:
     health: HealthStore
     slots: RequestSlots
     revocations: RevocationBus
-    redis: aioredis.Redis | None
+    redis: RedisClient | None
     witness: AuditWitness
     """The audit chain's high-water mark, outside the database."""
 
@@ -83,12 +85,7 @@ def open_stores(config: Config) -> Stores:
             redis=None,
             witness=InProcessAuditWitness(),
         )
-    # A blocking pool: a burst of admissions waits briefly for a connection rather than
-    # failing with MaxConnectionsError.
-    pool = aioredis.BlockingConnectionPool.from_url(
-        settings.redis_url, max_connections=512, timeout=5
-    )
-    client = aioredis.Redis(connection_pool=pool)
+    client = _redis_client(settings.redis_url)
     prefix = settings.redis_prefix
     return Stores(
         database=database,
@@ -99,3 +96,15 @@ def open_stores(config: Config) -> Stores:
         redis=client,
         witness=RedisAuditWitness(client, prefix),
     )
+
+
+def _redis_client(url: str) -> RedisClient:
+    if is_cluster_url(url):
+        cluster = parse_cluster_url(url)
+        return cluster_client(
+            cluster.nodes, tls=cluster.tls, username=cluster.username, password=cluster.password
+        )
+    # A blocking pool: a burst of admissions waits briefly for a connection rather than
+    # failing with MaxConnectionsError.
+    pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=512, timeout=5)
+    return aioredis.Redis(connection_pool=pool)
