@@ -17,6 +17,7 @@ import json
 import logging
 from collections.abc import Sequence
 
+from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError
 
 from leasegate.core.ports.revocation import OnReset, OnRevoked, Revocation
@@ -49,6 +50,9 @@ class RedisRevocationBus:
         while True:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
+                if isinstance(self._client, RedisCluster):
+                    # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
+                    await self._client.initialize()
                 await pubsub.subscribe(self._channel)
                 on_reset()
                 live.set()
