@@ -5,59 +5,20 @@ move into its partition, and pruning drops whole days. SQLite keeps one table an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
+from datetime import date, timedelta
 
 import pytest
 from alembic import command
 from sqlalchemy import text
 
-from leasegate.core.records import EvidenceRow
 from leasegate.db import Database, Store, upgrade
 from leasegate.db.migrate import alembic_config
 from leasegate.db.partitions import EvidencePartitions, partition_name
-from tests.fixtures.services import (
-    PG_HOST,
-    PG_PORT,
-    create_database,
-    drop_database,
-    pg_url,
-    require_service,
-)
-from tests.fixtures.storage import BOTH_DATABASES
+from tests.fixtures.evidence import at, database_url, evidence_row
+
+__all__ = ["database_url"]  # the fixture, over SQLite and Postgres
 
 DAY = date(2026, 3, 10)
-
-
-def _row(request_id: str, started_at: datetime) -> EvidenceRow:
-    return EvidenceRow(
-        request_id=request_id,
-        key_id="k0123456789abcdef01234567",
-        mint_decision_id="md_1",
-        account_id="openai-main",
-        requested_model="gpt-4o",
-        served_model="gpt-4o",
-        endpoint="/v1/chat/completions",
-        stream=False,
-        upstream_status=200,
-        outcome="success",
-        refusal_reason=None,
-        error_code=None,
-        scope=None,
-        qualifying=False,
-        input_tokens=1,
-        output_tokens=2,
-        cache_read_input_tokens=None,
-        cache_creation_input_tokens=None,
-        started_at=started_at,
-        first_byte_ms=1.0,
-        duration_ms=2.0,
-    )
-
-
-def at(day: date, hour: int = 12) -> datetime:
-    return datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
 
 
 async def _count(db: Database, table: str) -> int:
@@ -72,7 +33,11 @@ async def test_the_migration_moves_existing_rows_into_daily_partitions(
     url = fresh_pg_database
     await asyncio.to_thread(upgrade, url, "0002")
     before = Store.connect(url)
-    rows = [_row("r1", at(DAY, 0)), _row("r2", at(DAY, 23)), _row("r3", at(DAY + timedelta(1)))]
+    rows = [
+        evidence_row("r1", at(DAY, 0)),
+        evidence_row("r2", at(DAY, 23)),
+        evidence_row("r3", at(DAY + timedelta(1))),
+    ]
     await before.write_evidence(rows)
     await before.close()
 
@@ -132,7 +97,9 @@ async def test_rows_of_a_missing_day_wait_in_the_default_partition_then_move(
     await asyncio.to_thread(upgrade, fresh_pg_database)
     store = Store.connect(fresh_pg_database)
     try:
-        await store.write_evidence([_row("early", at(DAY, 1)), _row("late", at(DAY, 22))])
+        await store.write_evidence(
+            [evidence_row("early", at(DAY, 1)), evidence_row("late", at(DAY, 22))]
+        )
         assert await _count(store.db, "evidence_default") == 2  # nobody created the day yet
 
         await EvidencePartitions(store.db).ensure(DAY, ahead=0)
@@ -140,27 +107,10 @@ async def test_rows_of_a_missing_day_wait_in_the_default_partition_then_move(
         assert await _count(store.db, "evidence_default") == 0
         assert await _count(store.db, partition_name(DAY)) == 2
         assert [r.request_id for r in await store.query_evidence()] == ["late", "early"]
-        await store.write_evidence([_row("early", at(DAY, 1))])  # the key still holds
+        await store.write_evidence([evidence_row("early", at(DAY, 1))])  # the key still holds
         assert await _count(store.db, "evidence") == 2
     finally:
         await store.close()
-
-
-@pytest.fixture(params=BOTH_DATABASES)
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A migrated database of each kind."""
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path}/prune.db"
-        await asyncio.to_thread(upgrade, url)
-        yield url
-        return
-    require_service("PostgreSQL", PG_HOST, PG_PORT)
-    name = await create_database()
-    try:
-        await asyncio.to_thread(upgrade, pg_url(name))
-        yield pg_url(name)
-    finally:
-        await drop_database(name)
 
 
 async def test_prune_removes_every_row_before_the_cutoff_day(database_url: str) -> None:
@@ -170,7 +120,7 @@ async def test_prune_removes_every_row_before_the_cutoff_day(database_url: str) 
     try:
         await partitions.ensure(DAY, ahead=1)  # DAY-1 .. DAY+1; DAY-3 lands in the default
         days = {"d-3": DAY - timedelta(3), "d-1": DAY - timedelta(1), "d0": DAY, "d1": DAY}
-        await store.write_evidence([_row(name, at(day)) for name, day in days.items()])
+        await store.write_evidence([evidence_row(name, at(day)) for name, day in days.items()])
 
         pruned = await partitions.prune(before=DAY)
 

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     key_cache_ttl_s: PositiveSeconds = 60.0
     """How long a proxy trusts a cached key record; revocations arrive sooner by fan-out."""
     evidence_flush_interval_s: PositiveSeconds = 0.05
+    evidence_retention_days: int | None = Field(default=None, ge=1)
+    """Evidence older than this many whole UTC days before today is removed by the control
+    plane (whole partitions on Postgres); unset keeps it forever."""
     shutdown_drain_s: PositiveSeconds = 10.0
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
 

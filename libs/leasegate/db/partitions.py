@@ -5,9 +5,10 @@
 catches a row of a day nobody created yet, so an insert never fails for want of a partition.
 
 - `ensure` creates the partitions of yesterday, today and the next `ahead` days that are
-  missing. If the default partition already holds rows of such a day (the control plane was
-  down long enough), they are moved into the new partition in the same transaction: Postgres
-  refuses a partition whose rows sit in the default one.
+  missing (a table, then `ATTACH PARTITION`, the lighter lock). If the default partition
+  already holds rows of such a day (the control plane was down long enough), they are moved
+  into the new partition in the same transaction: Postgres refuses to attach a day whose rows
+  sit in the default one.
 - `prune` drops every partition whose whole day is before the cutoff (a `DROP TABLE`: no row
   by row delete, no table bloat) and deletes the default partition's rows before it.
 
@@ -147,22 +148,15 @@ async def _partitions(session: AsyncSession) -> list[str]:
 
 
 async def _create(session: AsyncSession, name: str, day: date) -> None:
-    low, high = day_start(day), day_start(day + timedelta(days=1))
-    # DDL takes no bind parameters; both bounds and the name derive from a `date`, never from
+    """A new table, then ATTACH: attaching takes a lighter lock on `evidence` than CREATE TABLE
+    ... PARTITION OF (SHARE UPDATE EXCLUSIVE, which neither inserts nor reads wait for)."""
+    low, high = day_start(day).isoformat(), day_start(day + timedelta(days=1)).isoformat()
+    # DDL takes no bind parameters; the name and both bounds derive from a `date`, never from
     # input, so they are rendered here.
-    bounds = f"FROM ('{low.isoformat()}') TO ('{high.isoformat()}')"
-    of_day = f"started_at >= '{low.isoformat()}' AND started_at < '{high.isoformat()}'"
-    stranded = await session.scalar(
-        text(f"SELECT EXISTS (SELECT 1 FROM {DEFAULT_PARTITION} WHERE {of_day})")  # noqa: S608 - see above
-    )
-    if not stranded:
-        await session.execute(
-            text(f'CREATE TABLE "{name}" PARTITION OF evidence FOR VALUES {bounds}')
-        )
-        return
-    # Rows of this day already sit in the default partition: move them into a new table, then
-    # attach it (Postgres checks the default partition no longer holds any of the range).
+    of_day = f"started_at >= '{low}' AND started_at < '{high}'"
     await session.execute(text(f'CREATE TABLE "{name}" (LIKE evidence INCLUDING DEFAULTS)'))
+    # Rows of this day already in the default partition (nobody created the day in time) move
+    # first: Postgres refuses to attach a range the default partition holds rows of.
     await session.execute(
         text(
             f"WITH moved AS (DELETE FROM {DEFAULT_PARTITION} WHERE {of_day} RETURNING *) "  # noqa: S608 - see above
@@ -170,5 +164,8 @@ async def _create(session: AsyncSession, name: str, day: date) -> None:
         )
     )
     await session.execute(
-        text(f'ALTER TABLE evidence ATTACH PARTITION "{name}" FOR VALUES {bounds}')
+        text(
+            f'ALTER TABLE evidence ATTACH PARTITION "{name}" '
+            f"FOR VALUES FROM ('{low}') TO ('{high}')"
+        )
     )

@@ -1,5 +1,5 @@
-"""`leasegate`: dev | control-plane | proxy | migrate, and the operator commands
-`accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
+"""`leasegate`: dev | control-plane | proxy | migrate | evidence prune, and the operator
+commands `accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
 
 Every command validates the whole configuration first and exits 2 with one line when it is
 wrong; servers log JSON lines to stderr and drain on SIGTERM.
@@ -18,6 +18,7 @@ from pydantic import SecretStr
 
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.dev import create_dev_app
+from leasegate.cli.evidence import EVIDENCE_COMMAND, add_evidence_commands, run_evidence
 from leasegate.config import Config, ConfigError, load_config
 from leasegate.control_plane.app import create_control_plane_app
 from leasegate.db.migrate import upgrade
@@ -52,6 +53,8 @@ def _run(args: argparse.Namespace, config: Config) -> int:
     if args.command == "migrate":
         upgrade(config.settings.database_url)
         return 0
+    if args.command == EVIDENCE_COMMAND:
+        return run_evidence(args, config)
     if args.command == "dev":
         if config.settings.control_token is None:
             token = secrets.token_urlsafe(24)
@@ -99,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--port", type=int, default=None)
     commands.add_parser("migrate", help="alembic upgrade head on LEASEGATE_DATABASE_URL")
     add_admin_commands(commands)
+    add_evidence_commands(commands)
     return parser
 
 
