@@ -5,15 +5,18 @@
 catches a row of a day nobody created yet, so an insert never fails for want of a partition.
 
 - `ensure` creates the partitions of yesterday, today and the next `ahead` days that are
-  missing (a table, then `ATTACH PARTITION`, the lighter lock). If the default partition
-  already holds rows of such a day (the control plane was down long enough), they are moved
-  into the new partition in the same transaction: Postgres refuses to attach a day whose rows
-  sit in the default one.
+  missing, under an exclusive lock on `evidence` held for the few milliseconds the DDL takes
+  (inserts and reads wait; an insert racing a change of bounds could otherwise be routed to
+  the default partition by the old bounds and fail). If the default partition already holds
+  rows of such a day (the control plane was down long enough), they are moved into the new
+  partition in the same transaction: Postgres refuses to attach a day whose rows sit in the
+  default one. In steady state one partition is created a day, a week ahead.
 - `prune` drops every partition whose whole day is before the cutoff (a `DROP TABLE`: no row
   by row delete, no table bloat) and deletes the default partition's rows before it.
 
 Both take a transaction-scoped advisory lock first, so several control-plane replicas running
-them at once queue instead of racing on the catalog. On SQLite (one table) `ensure` does
+them at once queue instead of racing on the catalog, and give up (to be retried) rather than
+wait more than LOCK_TIMEOUT_MS for a lock. On SQLite (one table) `ensure` does
 nothing and `prune` deletes the rows before the cutoff.
 """
 
@@ -35,6 +38,9 @@ DAYS_AHEAD = 7
 default partition."""
 
 DEFAULT_PARTITION = "evidence_default"
+
+LOCK_TIMEOUT_MS = 5000
+"""Longest wait for a lock on `evidence` (or the advisory lock) before a run gives up."""
 
 _NAME = re.compile(r"^evidence_p(\d{8})$")
 
@@ -107,16 +113,19 @@ class EvidencePartitions:
         """Create the missing partitions of yesterday..today+ahead; the names created."""
         if not self.partitioned:
             return []
-        created = []
         async with self._db.session() as session:
-            await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+            await _serialise(session)
             present = set(await _partitions(session))
-            for day in days_wanted(today, ahead):
-                name = partition_name(day)
-                if name not in present:
-                    await _create(session, name, day)
-                    created.append(name)
-        return created
+            missing = [
+                day for day in days_wanted(today, ahead) if partition_name(day) not in present
+            ]
+            if missing:
+                # No insert may run while the partition bounds change: one routed by the old
+                # bounds to the default partition would fail its new constraint.
+                await session.execute(text("LOCK TABLE evidence IN ACCESS EXCLUSIVE MODE"))
+            for day in missing:
+                await _create(session, partition_name(day), day)
+        return [partition_name(day) for day in missing]
 
     async def prune(self, before: date) -> Pruned:
         """Remove every evidence row that started before `before` (00:00 UTC that day)."""
@@ -126,7 +135,7 @@ class EvidencePartitions:
             if not self.partitioned:
                 deleted = (await session.execute(older)).rowcount  # type: ignore[attr-defined]
                 return Pruned([], int(deleted or 0))
-            await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+            await _serialise(session)
             dropped = days_to_drop(await _partitions(session), before)
             for name in dropped:
                 await session.execute(text(f'DROP TABLE "{name}"'))
@@ -135,6 +144,13 @@ class EvidencePartitions:
                 {"cutoff": cutoff},
             )
             return Pruned(dropped, int(moved.rowcount or 0))  # type: ignore[attr-defined]
+
+
+async def _serialise(session: AsyncSession) -> None:
+    """One upkeep at a time across replicas; and never a long queue behind a slow reader:
+    waiting longer than LOCK_TIMEOUT for a table lock fails this run (retried later)."""
+    await session.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_MS}ms'"))
+    await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
 
 
 async def _partitions(session: AsyncSession) -> list[str]:
@@ -148,8 +164,7 @@ async def _partitions(session: AsyncSession) -> list[str]:
 
 
 async def _create(session: AsyncSession, name: str, day: date) -> None:
-    """A new table, then ATTACH: attaching takes a lighter lock on `evidence` than CREATE TABLE
-    ... PARTITION OF (SHARE UPDATE EXCLUSIVE, which neither inserts nor reads wait for)."""
+    """A new table, rows of its day moved in from the default partition, then attached."""
     low, high = day_start(day).isoformat(), day_start(day + timedelta(days=1)).isoformat()
     # DDL takes no bind parameters; the name and both bounds derive from a `date`, never from
     # input, so they are rendered here.
