@@ -8,6 +8,10 @@ The subscription never holds up start-up: it runs in the background, reconnects 
 (0.5 s doubling to 5 s; one log line when it goes down, then one a minute), and pings Redis
 every 2 s, so a partitioned connection that stays open but silent is noticed and replaced.
 `ready` is false while it is down; /readyz reports it under `redis`.
+
+On a Redis Cluster, classic PUBLISH reaches subscribers on every node, so the subscription
+(redis-py's cluster pub/sub, on the node owning the channel's slot) sees every revocation
+whichever node the publisher happened to reach.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import json
 import logging
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
+from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError
 
 from leasegate.core.ports.revocation import OnReset, OnRevoked, Revocation
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 
 log = logging.getLogger("leasegate.revocations")
 
@@ -34,9 +40,9 @@ _PING_EVERY_S = 2.0
 
 
 class RedisRevocationBus:
-    def __init__(self, client: aioredis.Redis, prefix: str, *, reply_within_s: float = 2.0) -> None:
+    def __init__(self, client: RedisClient, prefix: str, *, reply_within_s: float = 2.0) -> None:
         self._client = client
-        self._channel = f"{prefix}:revocations"
+        self._channel = keys.revocations_channel(prefix)
         self._task: asyncio.Task[None] | None = None
         self._reply_within_s = reply_within_s
         self._silent_after_s = _PING_EVERY_S + reply_within_s
@@ -93,6 +99,9 @@ class RedisRevocationBus:
         loop = asyncio.get_running_loop()
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
+            if isinstance(self._client, RedisCluster):
+                # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
+                await self._client.initialize()
             await pubsub.subscribe(self._channel)
             on_reset()
             self._live = True

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
-from leasegate.control_plane.app import build_control_runtime
+from leasegate.control_plane.app import build_control_runtime, evidence_upkeep
 from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
@@ -33,15 +33,18 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     StoreMetrics(metrics_registry).watch_database(stores.database)
     control = build_control_runtime(config, stores, the_clock, metrics_registry)
     proxy = build_proxy_runtime(config, stores, metrics_registry, the_clock)
+    upkeep = evidence_upkeep(config, stores, the_clock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if migrate:
             await asyncio.to_thread(upgrade, config.settings.database_url)
         await start_proxy(proxy, stores)
+        upkeep.start()
         try:
             yield
         finally:
+            await upkeep.stop()
             await stop_proxy(proxy)
             await stores.aclose()
 

@@ -1,5 +1,5 @@
-"""`leasegate`: dev | control-plane | proxy | migrate, and the operator commands
-`accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
+"""`leasegate`: dev | control-plane | proxy | migrate | evidence prune, and the operator
+commands `accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
 
 Every command validates the whole configuration first and exits 2 with one line when it is
 wrong; servers log JSON lines to stderr and drain on SIGTERM (a clean stop exits 0).
@@ -21,6 +21,7 @@ from pydantic import SecretStr
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults
 from leasegate.cli.dev import create_dev_app
+from leasegate.cli.evidence import EVIDENCE_COMMAND, add_evidence_commands, run_evidence
 from leasegate.cli.serve import serve, serve_with_demo, serve_workers
 from leasegate.cli.startup import prepare_process, with_access_log
 from leasegate.config import Config, ConfigError, load_config
@@ -54,6 +55,8 @@ def _run(args: argparse.Namespace, config: Config) -> int:
     if args.command == "migrate":
         upgrade(config.settings.database_url)
         return 0
+    if args.command == EVIDENCE_COMMAND:
+        return run_evidence(args, config)
     port = args.port if args.port is not None else _DEFAULT_PORTS[args.command]
     if args.command == "dev":
         if args.workers != 1:
@@ -124,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
             command.add_argument("--demo-port", type=int, default=DEMO_PORT)
     commands.add_parser("migrate", help="alembic upgrade head on LEASEGATE_DATABASE_URL")
     add_admin_commands(commands)
+    add_evidence_commands(commands)
     return parser
 
 
