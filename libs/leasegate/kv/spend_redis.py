@@ -1,6 +1,6 @@
 """Chain spend in Redis: one hash per chain (`leasegate.kv.keys.chain_spend_key`: one hash
-slot, so a Redis Cluster serves it too), fields `tokens` and `cost` (billionths), added with HINCRBY in
-one MULTI so every replica's increments count exactly once."""
+slot, so a Redis Cluster serves it too), fields `tokens` and `cost` (billionths), added with
+HINCRBY in one MULTI so every replica's increments count exactly once."""
 
 from __future__ import annotations
 
