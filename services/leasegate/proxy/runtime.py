@@ -47,7 +47,10 @@ class ProxyRuntime:
         classification = classify(observation)
         ended = self.clock.monotonic()
         row = attempt.evidence(observation, classification, ended)
-        self.evidence.add(row)
+        if classification.qualifying:
+            await self.evidence.add_durable(row)  # a hop may cite it as soon as the caller knows
+        else:
+            self.evidence.add(row)
         self.metrics.observe(row)
         key = attempt.key
         if key is None or (classification.scope is None and not classification.resets_streak):
