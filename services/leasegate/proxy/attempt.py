@@ -26,6 +26,8 @@ class Attempt:
     malformed_chunks: int = 0
     slot_account: str | None = None
     """Set while this attempt holds a request slot on that account."""
+    finished: bool = False
+    """Its row is queued or written: `ProxyRuntime.finish` has run."""
 
     def evidence(
         self, observation: Observation, classification: Classification, ended_mono: float
