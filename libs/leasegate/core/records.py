@@ -21,6 +21,7 @@ Outcome = Literal[
     "timeout",
     "connect-error",
     "client-abort",
+    "gateway-shutdown",
     "refused",
 ]
 Scope = Literal["model", "account"]

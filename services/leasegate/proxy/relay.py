@@ -14,6 +14,7 @@ returning a truncated answer as if it were whole; nothing is retried inside the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import anyio
 import httpx
@@ -34,6 +35,9 @@ from leasegate.upstream.failures import (
     stream_observation,
 )
 from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
+
+SHUTDOWN_MESSAGE = "the gateway is shutting down and ended this stream after its drain time"
+END_EVENT_TIMEOUT_S = 1.0
 
 _PASSED_HEADERS = (
     "content-type",
@@ -162,7 +166,10 @@ class StreamRelay(_Relay):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if task is None or not watcher.done() or task.cancelling() > 1:
-                raise  # not the watcher's doing: shutdown, so let it through
+                # not the watcher's doing: the server cancels what is left after the drain
+                observation = Observation("gateway-shutdown", status=upstream.status_code)
+                await self._end_with_error(send, "gateway-shutdown", SHUTDOWN_MESSAGE)
+                raise
             task.uncancel()
         except OSError:
             pass  # the client's socket went away mid-send: a client abort
@@ -221,6 +228,14 @@ class StreamRelay(_Relay):
         self._attempt.malformed_chunks = scanner.malformed
         with anyio.CancelScope(shield=True):
             await self._runtime.finish(self._attempt, observation)
+
+    async def _end_with_error(self, send: Send, code: str, message: str) -> None:
+        """Append an error event and end the body, best effort and briefly: the caller's
+        SDK raises instead of taking a cut stream for a whole answer."""
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(END_EVENT_TIMEOUT_S):
+                await self._append_error(send, code, message)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _append_error(self, send: Send, code: str, message: str) -> None:
         event = error_event(self._endpoint.dialect, code, message)
