@@ -71,6 +71,10 @@ def _postgres_insert() -> str:
 POSTGRES_INSERT = _postgres_insert()
 
 
+class EvidenceStoreUnreachable(ConnectionError):
+    """A driver error that is the connection's or the server's state, not the rows'."""
+
+
 def rejection(exc: BaseException) -> EvidenceRejected | None:
     """The `EvidenceRejected` for a content error, None for anything else."""
     if isinstance(exc, asyncpg.PostgresError):
@@ -99,6 +103,9 @@ async def write_rows(db: Database, rows: Sequence[EvidenceRow]) -> None:
         rejected = rejection(exc)
         if rejected is not None:
             raise rejected from exc
+        if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError):
+            # a terminated backend, a server shutting down, a refused connection
+            raise EvidenceStoreUnreachable(type(exc).__name__) from exc
         raise
 
 

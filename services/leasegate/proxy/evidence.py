@@ -90,7 +90,7 @@ class EvidenceSink:
             await self._write([row], timeout_s=self._durable_timeout_s)
         except EvidenceRejected as rejected:
             self._dead_letter(row, rejected.reason)
-        except WRITE_ERRORS as exc:
+        except Exception as exc:  # unreachable (or a bug): the buffer retries it
             log.warning("evidence write failed; queued", extra={"error": type(exc).__name__})
             self.add(row)
 
@@ -162,6 +162,10 @@ class EvidenceSink:
                 "evidence write failed; will retry",
                 extra={"rows": len(batch), "error": type(exc).__name__},
             )
+            return False
+        except Exception:
+            # a bug, not the database: keep the rows and the writer, say so loudly
+            log.exception("evidence write failed unexpectedly; will retry")
             return False
         if spill is not None:
             spill.consume()
