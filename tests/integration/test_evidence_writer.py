@@ -134,6 +134,28 @@ async def test_an_unreachable_database_loses_nothing_and_dead_letters_nothing(
         await down.close()
 
 
+@pytest.mark.postgres
+async def test_a_silent_database_holds_a_qualifying_response_no_longer_than_the_deadline() -> None:
+    """A database that accepts connections and never answers (a partition): the qualifying
+    row is queued after `durable_timeout_s`, and the next one is queued without waiting."""
+    silent = await asyncio.start_server(_never_answer, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    down = Store.connect(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/nowhere")
+    sink = EvidenceSink(down, flush_interval_s=0.01, durable_timeout_s=0.3)
+    try:
+        async with asyncio.timeout(5):  # far below the driver's own connect timeout
+            await sink.add_durable(replace(BASE, request_id="q-1", qualifying=True))
+            await sink.add_durable(replace(BASE, request_id="q-2", qualifying=True))
+        assert sink.pending == 2
+    finally:
+        silent.close()
+        await down.close()
+
+
+async def _never_answer(reader: asyncio.StreamReader, _: asyncio.StreamWriter) -> None:
+    await reader.read()  # until the client gives up
+
+
 async def test_past_the_memory_bound_rows_spill_and_are_replayed_once(
     store: Store, tmp_path: Path
 ) -> None:
