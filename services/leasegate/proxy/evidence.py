@@ -41,6 +41,8 @@ log = logging.getLogger("leasegate.evidence")
 WRITE_ERRORS = (SQLAlchemyError, OSError, TimeoutError)
 
 MAX_BACKOFF_S = 5.0
+BATCH_TIMEOUT_S = 10.0
+"""A batch write that has not finished by then counts as unreachable (a silent partition)."""
 
 
 class EvidenceSink:
@@ -115,8 +117,8 @@ class EvidenceSink:
                         await asyncio.sleep(0.2)
         if self._rows and self._spill is not None:
             # the spill file outlives the process: its successor replays these
-            while self._rows:
-                self._overflow(self._rows.popleft())
+            while self._rows and self._spill.append(self._rows[0]):
+                self._rows.popleft()
         if self._rows:
             log.error("evidence rows not written at shutdown", extra={"rows": len(self._rows)})
         elif self.pending:
@@ -193,7 +195,7 @@ class EvidenceSink:
             await self._write_isolating(batch[:middle])
             await self._write_isolating(batch[middle:])
 
-    async def _write(self, rows: Sequence[EvidenceRow], timeout_s: float | None = None) -> None:
+    async def _write(self, rows: Sequence[EvidenceRow], timeout_s: float = BATCH_TIMEOUT_S) -> None:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout_s):
