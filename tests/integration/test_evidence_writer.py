@@ -16,8 +16,9 @@ import pytest
 
 from leasegate.core.records import EvidenceRow
 from leasegate.db import Store
-from leasegate.proxy.evidence import EvidenceSink
+from leasegate.proxy.evidence import DEAD_LETTER_EVENT, EvidenceSink
 from leasegate.proxy.evidence_spill import SpillFile
+from leasegate.web.logs import JsonFormatter
 from tests.fixtures.servers import free_port
 from tests.fixtures.storage import T0
 
@@ -90,12 +91,14 @@ async def test_a_refused_row_is_dead_lettered_and_every_other_row_is_written(
     assert sorted(await written_ids(store)) == sorted(r.request_id for r in good)
     assert sink.dead_lettered == len(bad)
     assert sink.pending == 0
-    letters = [r for r in caplog.records if getattr(r, "event", None) == "evidence-dead-letter"]
+    letters = [r for r in caplog.records if r.getMessage() == DEAD_LETTER_EVENT]
     assert sorted(r.request_id for r in letters) == sorted(r.request_id for r in bad)  # type: ignore[attr-defined]
     for letter in letters:
         assert letter.key_id == BASE.key_id  # type: ignore[attr-defined]
         assert letter.reason  # type: ignore[attr-defined]
-        assert "secret" not in json.dumps(letter.__dict__, default=str)
+        line = JsonFormatter().format(letter)
+        assert "secret" not in line
+        assert json.loads(line)["event"] == DEAD_LETTER_EVENT
 
     # the writer keeps working for later rows
     sink.add(replace(BASE, request_id="later"))

@@ -41,6 +41,7 @@ log = logging.getLogger("leasegate.evidence")
 WRITE_ERRORS = (SQLAlchemyError, OSError, TimeoutError)
 
 MAX_BACKOFF_S = 5.0
+DEAD_LETTER_EVENT = "evidence row refused by the database: dead-lettered"
 BATCH_TIMEOUT_S = 10.0
 """A batch write that has not finished by then counts as unreachable (a silent partition)."""
 
@@ -226,9 +227,8 @@ class EvidenceSink:
         self.dead_lettered += 1
         self._metrics.dead_lettered()
         log.error(
-            "evidence row refused by the database: dead-lettered",
+            DEAD_LETTER_EVENT,
             extra={
-                "event": "evidence-dead-letter",
                 "request_id": row.request_id,
                 "key_id": row.key_id,
                 "reason": reason,
