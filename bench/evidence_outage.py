@@ -83,14 +83,17 @@ def _gauge(metrics: str, name: str) -> float:
 
 
 class Load:
-    """Paced requests at `rate` per second; remembers every request id and status."""
+    """Requests at `rate` per second from a few workers, each waiting for its request's due
+    time: at most WORKERS in flight, so a slow moment lowers the rate instead of piling up a
+    backlog in the client. Remembers every request id and status."""
+
+    WORKERS = 16
 
     def __init__(self, client: httpx.AsyncClient, proxy: str, key: str, rate: float) -> None:
         self._client, self._proxy, self._key, self._rate = client, proxy, key, rate
         self.ids: list[str] = []
         self.statuses: collections.Counter[int] = collections.Counter()
         self.errors = 0
-        self._tasks: set[asyncio.Task[None]] = set()
 
     async def _one(self) -> None:
         try:
@@ -107,20 +110,20 @@ class Load:
 
     async def run(self, seconds: float) -> None:
         start = time.monotonic()
-        sent = 0
-        while (now := time.monotonic()) - start < seconds:
-            due = int((now - start) * self._rate)
-            while sent < due:
-                task = asyncio.create_task(self._one())
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-                sent += 1
-            await asyncio.sleep(0.005)
-        await asyncio.gather(*self._tasks)
+        tickets = iter(range(int(seconds * self._rate)))
+
+        async def worker() -> None:
+            for ticket in tickets:
+                delay = start + ticket / self._rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await self._one()
+
+        await asyncio.gather(*(worker() for _ in range(self.WORKERS)))
 
 
 async def _scenario(args: argparse.Namespace, name: str, proxy: str, pid: int, key: str) -> int:
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=1.0)
+    limits = httpx.Limits(max_connections=Load.WORKERS, max_keepalive_connections=Load.WORKERS)
     async with httpx.AsyncClient(timeout=30, limits=limits) as client:
         load = Load(client, proxy, key, args.rate)
         await load.run(args.before)
