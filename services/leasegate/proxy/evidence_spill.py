@@ -1,6 +1,6 @@
 """The evidence spill: rows the database cannot take yet, on local disk, replayed in order.
 
-Layout: `LEASEGATE_EVIDENCE_SPILL_PATH/<database>/spill-<pid>-<random>.jsonl`, where
+Layout: `LEASEGATE_EVIDENCE_SPILL_PATH/<database>/spill-<created ns>-<pid>-<random>.jsonl`, where
 `<database>` is a hash of the database URL, so rows are only ever replayed into the database
 they were meant for. Each process appends to a file of its own (one JSON line per row) and
 holds an exclusive `flock` on it while it lives. At start-up a process adopts every file of
@@ -8,8 +8,9 @@ its database that nobody holds (a predecessor that stopped or crashed) and repla
 
 Appends are `write(2)` calls; `sync()` fsyncs them in batches (the writer calls it every flush
 interval, and at shutdown). A file is consumed from a read offset; once consumed to its end an
-adopted file is deleted and the process's own file truncated. A row already written before a
-crash is replayed again: the insert ignores an existing request id, so it lands exactly once.
+adopted file is deleted and the process's own file truncated; at a clean close a partly
+replayed file is cut down to its unreplayed rows. A row already written before a crash is
+replayed again: the insert ignores an existing request id, so it lands exactly once.
 
 If the disk refuses an append (full, read-only), the partial line is cut off again, the
 failure is logged and counted, and the caller keeps the row in memory instead.
@@ -25,6 +26,7 @@ import json
 import logging
 import os
 import secrets
+import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -76,7 +78,8 @@ class SpillFile:
         spill = cls(root / database_namespace(database_url))
         spill._directory.mkdir(parents=True, exist_ok=True)
         spill._adopt_orphans()
-        name = f"spill-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
+        # the creation time first: adopted files are replayed oldest first
+        name = f"spill-{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
         fd = os.open(spill._directory / name, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         spill._own = _Segment(spill._directory / name, fd, own=True)
@@ -91,6 +94,8 @@ class SpillFile:
                 continue  # another process adopted and finished it meanwhile
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not _still_at(path, fd):
+                    raise BlockingIOError  # its owner compacted it meanwhile: a stale copy
             except OSError:
                 os.close(fd)  # a live process's own file
                 continue
@@ -189,14 +194,39 @@ class SpillFile:
         self._segments.remove(segment)
 
     def close(self) -> None:
-        """Release every file; the own file is removed when nothing is left in it."""
+        """Release every file. A file with nothing left is removed; one partly replayed keeps
+        only its unreplayed rows, so the next process does not replay the rest again."""
         self.sync()
         for segment in list(self._segments):
-            if segment.own and segment.rows == 0:
+            if segment.rows == 0:
                 segment.path.unlink(missing_ok=True)
+            elif segment.read_offset > 0:
+                self._compact(segment)
             os.close(segment.fd)
         self._segments.clear()
         self._own = None
+
+    def _compact(self, segment: _Segment) -> None:
+        """Replace the file by its unreplayed tail (written aside, fsynced, renamed over)."""
+        aside = segment.path.with_suffix(".compacting")
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            offset = segment.read_offset
+            while offset < segment.size:
+                chunk = os.pread(segment.fd, min(1 << 20, segment.size - offset), offset)
+                os.write(fd, chunk)
+                offset += len(chunk)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(aside, segment.path)
+
+
+def _still_at(path: Path, fd: int) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _count_lines(fd: int, size: int) -> int:
