@@ -183,14 +183,14 @@ async def test_every_row_of_an_outage_lands_once_across_a_restart(tmp_path: Path
                     await _healthy(second)
                     sent += await _steady(client, second, keys, 30)
                     await database_up(name)
-                    for _ in range(200):
+                    for _ in range(600):  # the writer backs off up to 5 s between tries
                         if len(await _rows(name)) >= len(sent):
                             break
                         await asyncio.sleep(0.1)
                     await asyncio.sleep(0.5)  # nothing more (no duplicate) arrives late
                     written = await _rows(name)
 
-    assert sorted(written) == sorted(sent)
+    assert sorted(written) == sorted(sent), (len(written), len(set(written) - set(sent)))
     assert len(set(sent)) == len(sent) == 100
     assert await asyncio.to_thread(_spilled_lines, tmp_path / "spill") == 0
 

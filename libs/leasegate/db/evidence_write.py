@@ -114,7 +114,16 @@ async def _write_postgres(db: Database, rows: Sequence[EvidenceRow]) -> None:
     async with db.engine.connect() as connection:
         raw = await connection.get_raw_connection()
         driver: asyncpg.Connection = raw.driver_connection
-        await driver.execute(POSTGRES_INSERT, *columns)
+        try:
+            await driver.execute(POSTGRES_INSERT, *columns)
+        except Exception as exc:
+            if rejection(exc) is None:
+                # SQLAlchemy never saw this error, so it would lend the dead connection (and
+                # its dead siblings) again: drop this one and start a fresh pool, as it does
+                # itself on a disconnect
+                await connection.invalidate()
+                await db.engine.dispose(close=False)
+            raise
 
 
 async def _write_sqlite(db: Database, rows: Sequence[EvidenceRow]) -> None:
