@@ -8,15 +8,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from leasegate.core.records import EvidenceRow
 from leasegate.db import Store
 from leasegate.proxy.evidence import DEAD_LETTER_EVENT, EvidenceSink
+from leasegate.proxy.evidence_metrics import EvidenceMetrics
 from leasegate.proxy.evidence_spill import SpillFile
 from leasegate.web.logs import JsonFormatter
 from tests.fixtures.servers import free_port
@@ -178,6 +181,39 @@ async def test_past_the_memory_bound_rows_spill_and_are_replayed_once(
     assert sorted(await written_ids(store)) == sorted(r.request_id for r in all_rows)
     assert sink.pending == 0
     assert spill.size_bytes == 0
+    await sink.stop(drain_s=1)
+
+
+async def test_a_full_disk_keeps_rows_in_memory_and_says_so(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The spill file's descriptor is pointed at /dev/full, which answers every write with
+    ENOSPC: rows past the memory bound stay in memory (up to twice the bound), each refusal is
+    logged and counted, and none is lost while memory allows."""
+    url = str(store.db.engine.url.render_as_string(hide_password=False))
+    registry = CollectorRegistry()
+    spill = SpillFile.open(tmp_path, url)
+    sink = EvidenceSink(
+        store,
+        flush_interval_s=0.01,
+        memory_rows=10,
+        spill=spill,
+        metrics=EvidenceMetrics(registry),
+    )
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        os.dup2(full, spill.own_fd)
+        with caplog.at_level(logging.ERROR, logger="leasegate.evidence"):
+            for row in rows(15):
+                sink.add(row)
+    finally:
+        os.close(full)
+    assert registry.get_sample_value("leasegate_evidence_spill_failures_total") == 5
+    assert sum(r.getMessage() == "evidence spill write failed" for r in caplog.records) == 5
+    assert sink.dropped == 0
+    assert sink.pending == 15
+    await sink.flush()  # the database is fine: every row kept in memory lands
+    assert len(await written_ids(store)) == 15
     await sink.stop(drain_s=1)
 
 

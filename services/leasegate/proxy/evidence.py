@@ -208,9 +208,11 @@ class EvidenceSink:
         self._metrics.flushed(time.perf_counter() - started)
 
     def _overflow(self, row: EvidenceRow) -> None:
-        if self._spill is not None and self._spill.append(row):
-            self._metrics.spilled(self._spill.pending, self._spill.size_bytes)
-            return
+        if self._spill is not None:
+            if self._spill.append(row):
+                self._metrics.spilled(self._spill.pending, self._spill.size_bytes)
+                return
+            self._metrics.spill_failed()
         # no spill file, or the disk refused it: memory is the last resort, then the oldest go
         self._rows.append(row)
         limit = self._memory_rows * 2 if self._spill is not None else self._memory_rows

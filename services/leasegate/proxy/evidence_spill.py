@@ -109,6 +109,11 @@ class SpillFile:
                 )
 
     @property
+    def own_fd(self) -> int:
+        """The descriptor this process appends to (-1 once closed)."""
+        return self._own.fd if self._own is not None else -1
+
+    @property
     def pending(self) -> int:
         return sum(segment.rows for segment in self._segments)
 
