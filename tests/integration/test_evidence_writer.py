@@ -6,6 +6,7 @@ process that adopts the file."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -144,22 +145,29 @@ async def test_an_unreachable_database_loses_nothing_and_dead_letters_nothing(
 async def test_a_silent_database_holds_a_qualifying_response_no_longer_than_the_deadline() -> None:
     """A database that accepts connections and never answers (a partition): the qualifying
     row is queued after `durable_timeout_s`, and the next one is queued without waiting."""
-    silent = await asyncio.start_server(_never_answer, "127.0.0.1", 0)
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        await reader.read()  # until the client gives up
+
+    silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
     port = silent.sockets[0].getsockname()[1]
     down = Store.connect(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/nowhere")
     sink = EvidenceSink(down, flush_interval_s=0.01, durable_timeout_s=0.3)
     try:
-        async with asyncio.timeout(5):  # far below the driver's own connect timeout
+        async with asyncio.timeout(2.5):  # below the 3 s connect deadline: ours decides
             await sink.add_durable(replace(BASE, request_id="q-1", qualifying=True))
             await sink.add_durable(replace(BASE, request_id="q-2", qualifying=True))
         assert sink.pending == 2
     finally:
-        silent.close()
         await down.close()
-
-
-async def _never_answer(reader: asyncio.StreamReader, _: asyncio.StreamWriter) -> None:
-    await reader.read()  # until the client gives up
+        silent.close()
+        for writer in accepted:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        await silent.wait_closed()
 
 
 async def test_past_the_memory_bound_rows_spill_and_are_replayed_once(
