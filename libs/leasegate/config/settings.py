@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     request_slot_lease_s: PositiveSeconds = 30.0
     """A request slot whose holder stops renewing is reclaimed after this long."""
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_forwarded_header_bytes: int = Field(default=8192, ge=256)
+    """Cap on the caller headers the proxy forwards upstream, in total; over it: 431."""
     key_cache_ttl_s: PositiveSeconds = 60.0
     """How long a proxy trusts a cached key record; revocations arrive sooner by fan-out."""
     evidence_flush_interval_s: PositiveSeconds = 0.05

@@ -37,6 +37,7 @@ _UPSTREAM = "upstream_error"
 CODES: dict[str, CodeInfo] = {
     # request shape and auth, both services
     "invalid-request": CodeInfo(400, _INVALID, "rejected"),
+    "request-timeout": CodeInfo(408, _INVALID, "rejected"),
     "unauthenticated": CodeInfo(401, _AUTH, "rejected"),
     "forbidden": CodeInfo(403, _PERM, "rejected"),
     "not-found": CodeInfo(404, _NOT_FOUND, "rejected"),
@@ -77,6 +78,7 @@ CODES: dict[str, CodeInfo] = {
     "account-disabled": CodeInfo(403, _PERM, "rejected"),
     "model-not-permitted": CodeInfo(403, _PERM, "rejected"),
     "endpoint-not-served": CodeInfo(404, _NOT_FOUND, "rejected"),
+    "request-header-too-large": CodeInfo(431, _INVALID, "rejected"),
     "account-request-capacity-exhausted": CodeInfo(429, _RATE, "held"),
     "model-cooling": CodeInfo(503, _UNAVAILABLE, "held"),
     "circuit-open": CodeInfo(503, _UNAVAILABLE, "held"),

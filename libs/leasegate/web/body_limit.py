@@ -1,16 +1,27 @@
-"""Refuse oversized request bodies before anything parses them (413 `invalid-request`)."""
+"""Refuse oversized request bodies before anything parses them (413 `invalid-request`).
+
+A declared `Content-Length` over the limit is refused here, before any route runs. A body
+that grows past it while being read (chunked) makes the read raise `BodyTooLarge`, an HTTP
+413 exception: FastAPI's own body parsing re-raises HTTP exceptions unchanged (anything
+else would become a 400), and the proxy turns it into its 413 refusal and evidence row.
+The rest of the body is drained first (up to a bound), so a client still sending sees the
+413 instead of a broken pipe.
+"""
 
 from __future__ import annotations
 
 import json
 
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from leasegate.core.errors import GatewayError
 
 
-class BodyTooLarge(Exception):
-    pass
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the body exceeds {limit} bytes", {"Connection": "close"})
+        self.limit = limit
 
 
 class BodyLimitMiddleware:
@@ -36,7 +47,9 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise BodyTooLarge
+                    if message.get("more_body", False):
+                        await _drain(receive, self.max_bytes)
+                    raise BodyTooLarge(self.max_bytes)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -48,7 +61,6 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await _drain(receive, self.max_bytes)
                 await _refuse(send, self.max_bytes)
 
 

@@ -41,7 +41,7 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             await stop_proxy(proxy)
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate (embedded)", lifespan=lifespan)
+    app = FastAPI(title="Leasegate (embedded)", lifespan=lifespan, redirect_slashes=False)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(control))

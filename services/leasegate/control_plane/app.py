@@ -48,7 +48,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         finally:
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate control plane", lifespan=lifespan)
+    app = FastAPI(title="Leasegate control plane", lifespan=lifespan, redirect_slashes=False)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(runtime))

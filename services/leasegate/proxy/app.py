@@ -109,7 +109,9 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
             await stop_proxy(runtime)
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate proxy", lifespan=lifespan, openapi_url=None)
+    app = FastAPI(
+        title="Leasegate proxy", lifespan=lifespan, openapi_url=None, redirect_slashes=False
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.router.routes.extend(proxy_routes(runtime))
