@@ -207,3 +207,25 @@ async def test_upstream_dropping_a_callers_request_never_opens_the_circuit(
     assert {(r["outcome"], r["scope"], r["error_code"]) for r in dropped} == {
         ("upstream-error", "model", "connection-dropped")
     }
+
+
+async def test_a_client_hanging_up_mid_body_is_client_abort_without_an_error_log(
+    gateway: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    minted = await gateway.minted(dispatch_id="hang-up")
+    host, port = gateway.url.removeprefix("http://").split(":")
+    for _ in range(3):
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + minted["key"].encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+            + b'{"model": "gpt-4o", "messages": ['
+        )
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the proxy is now waiting for the rest of the body
+        writer.close()
+        await writer.wait_closed()
+    rows = await _assert_lands(gateway, minted, 3)
+    assert {(r["outcome"], r["qualifying"]) for r in rows} == {("client-abort", False)}
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]

@@ -21,7 +21,7 @@ log = logging.getLogger("leasegate.web")
 STORE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, RedisError, OSError)
 """A database or Redis that cannot answer: a held 503 `unavailable`, never a 500."""
 
-_HTTP_CODES = {404: "not-found", 405: "method-not-allowed"}
+_HTTP_CODES = {404: "not-found", 405: "method-not-allowed", 408: "request-timeout"}
 _HTTP_MESSAGES = {404: "no such route", 405: "method not allowed on this route"}
 _FIELD_NAME = re.compile(r"[A-Za-z0-9_.]{1,64}")
 

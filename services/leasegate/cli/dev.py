@@ -43,7 +43,11 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
 
     app = FastAPI(title="Leasegate (embedded)", lifespan=lifespan, redirect_slashes=False)
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=config.settings.max_body_bytes,
+        idle_timeout_s=config.settings.body_idle_timeout_s,
+    )
     app.include_router(control_router(control))
     app.router.routes.extend(proxy_routes(proxy))
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)

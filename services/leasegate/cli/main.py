@@ -22,6 +22,7 @@ from leasegate.config import Config, ConfigError, load_config
 from leasegate.control_plane.app import create_control_plane_app
 from leasegate.db.migrate import upgrade
 from leasegate.proxy.app import create_proxy_app
+from leasegate.web.header_deadline import header_deadline_protocol
 from leasegate.web.logs import configure_logging
 
 log = logging.getLogger("leasegate.cli")
@@ -71,6 +72,7 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=int(config.settings.shutdown_drain_s),
+        http=header_deadline_protocol(config.settings.header_read_timeout_s),
         lifespan="on",
     )
     return 0

@@ -50,7 +50,11 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
 
     app = FastAPI(title="Leasegate control plane", lifespan=lifespan, redirect_slashes=False)
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=config.settings.max_body_bytes,
+        idle_timeout_s=config.settings.body_idle_timeout_s,
+    )
     app.include_router(control_router(runtime))
     app.include_router(
         ops_router(

@@ -27,7 +27,7 @@ from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.health import health_block
 from leasegate.upstream.caller_headers import check_header_cap
 from leasegate.upstream.failures import send_failure
-from leasegate.web.body_limit import BodyTooLarge
+from leasegate.web.body_limit import BodyReadTimeout, BodyTooLarge
 from leasegate.web.errors import STORE_ERRORS
 
 
@@ -111,6 +111,8 @@ async def _rewrite_body(request: Request, attempt: Attempt, key: KeyRecord) -> b
         raw = await request.body()
     except BodyTooLarge as too_large:
         raise GatewayError("invalid-request", too_large.detail, status=413) from None
+    except BodyReadTimeout as timed_out:
+        raise GatewayError("request-timeout", timed_out.detail) from None
     body = parse_body(raw)
     attempt.requested_model = body.model  # the row keeps a safe copy (Attempt.evidence)
     attempt.stream = body.stream
