@@ -215,7 +215,7 @@ async def test_a_client_hanging_up_mid_body_is_client_abort_without_an_error_log
     minted = await gateway.minted(dispatch_id="hang-up")
     host, port = gateway.url.removeprefix("http://").split(":")
     for _ in range(3):
-        reader, writer = await asyncio.open_connection(host, int(port))
+        _reader, writer = await asyncio.open_connection(host, int(port))
         writer.write(
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
             + minted["key"].encode()
