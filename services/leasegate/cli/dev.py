@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from leasegate.config import Config
 from leasegate.control_plane.app import build_control_runtime
 from leasegate.control_plane.metrics import CapacityGauges
+from leasegate.control_plane.openapi import install_openapi
 from leasegate.control_plane.routes import control_router
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.migrate import upgrade
@@ -60,6 +61,7 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
             report=control.overlay.report,
         )
     )
+    install_openapi(app)
     app.state.control = control
     app.state.proxy = proxy
     app.state.stores = stores

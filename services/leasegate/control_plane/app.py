@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
 from leasegate.control_plane.metrics import CapacityGauges
+from leasegate.control_plane.openapi import install_openapi
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import Clock, SystemClock
@@ -64,5 +65,6 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             report=runtime.overlay.report,
         )
     )
+    install_openapi(app)
     app.state.runtime = runtime
     return app
