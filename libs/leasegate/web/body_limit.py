@@ -1,9 +1,11 @@
 """Refuse oversized request bodies before anything parses them (413 `invalid-request`).
 
-A declared `Content-Length` over the limit is refused here, before any route runs. A body
-that grows past it while being read (chunked) makes the read raise `BodyTooLarge`, an HTTP
-413 exception: FastAPI's own body parsing re-raises HTTP exceptions unchanged (anything
-else would become a 400), and the proxy turns it into its 413 refusal and evidence row.
+A body whose declared `Content-Length` is over the limit, or that grows past it while being
+read (chunked), makes the route's first read past the limit raise `BodyTooLarge`, an HTTP
+413 exception (the declared length is checked at the first read, so the proxy has admitted
+the key by then and records the refusal like any other). FastAPI's own body parsing re-raises
+HTTP exceptions unchanged (anything else would become a 400); the proxy turns it into its
+413 refusal and evidence row.
 The rest of the body is drained first (up to a bound), so a client still sending sees the
 413 instead of a broken pipe.
 
@@ -48,12 +50,12 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length" and _too_big(value, self.max_bytes):
-                await _drain(receive, self.max_bytes, self.idle_timeout_s)
-                await _refuse(send, self.max_bytes)
-                return
+        declared_too_big = any(
+            name == b"content-length" and _too_big(value, self.max_bytes)
+            for name, value in scope.get("headers", ())
+        )
         guarded = _GuardedReceive(receive, self.max_bytes, self.idle_timeout_s)
+        guarded.declared_too_big = declared_too_big
         started = False
 
         async def tracking_send(message: Message) -> None:
@@ -77,8 +79,13 @@ class _GuardedReceive:
         self._idle_s = idle_s
         self._received = 0
         self._body_done = False
+        self.declared_too_big = False
 
     async def __call__(self) -> Message:
+        if self.declared_too_big and not self._body_done:
+            self._body_done = True
+            await _drain(self._receive, self._max_bytes, self._idle_s)
+            raise BodyTooLarge(self._max_bytes)
         if self._body_done or self._idle_s is None:
             message = await self._receive()
         else:
