@@ -124,6 +124,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         self._disarm()
         if self.transport.is_closing():
             return
+        self._discarding = True  # nothing more of this connection is parsed
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete:
             cycle.keep_alive = False  # the response in progress ends the connection
@@ -132,7 +133,6 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         # Lingering close: end our side, then read and discard what the client is still
         # sending for a moment. Closing at once with unread input would reset the connection,
         # and the client could lose the answer before reading it.
-        self._discarding = True
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(_LINGER_S, self.transport.close)
