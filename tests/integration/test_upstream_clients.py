@@ -245,7 +245,9 @@ async def test_a_stream_may_pause_longer_than_the_headers_timeout(upstream: Mock
     assert response.content == b"data: {}\n\n" * 2
 
 
-async def test_nothing_listening_and_a_reset_are_connect_errors(upstream: MockUpstream) -> None:
+async def test_nothing_listening_is_a_connect_error_a_reset_after_sending_is_dropped(
+    upstream: MockUpstream,
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
@@ -254,10 +256,10 @@ async def test_nothing_listening_and_a_reset_are_connect_errors(upstream: MockUp
     reset = account("reset", upstream.url)
     clients = clients_for(refused, reset)
     try:
-        for acct in (refused, reset):
+        for acct, kind in ((refused, "connect-error"), (reset, "dropped")):
             with pytest.raises(httpx.TransportError) as failed:
                 await call(clients, acct, "/v1/chat/completions", CHAT)
-            assert send_failure(failed.value, acct.id).observation.kind == "connect-error"
+            assert send_failure(failed.value, acct.id).observation.kind == kind
     finally:
         await clients.aclose()
 

@@ -15,36 +15,19 @@ a private table, never in a repr, and never in an exception this module raises.
 from __future__ import annotations
 
 import asyncio
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import httpx
 from pydantic import SecretStr
 
 from leasegate.accounts import Account, Registry
+from leasegate.upstream.caller_headers import HeaderPairs, forwarded_headers
 from leasegate.upstream.deadlines import Deadlines, DeadlineSettings, deadlines_for
+from leasegate.upstream.failures import DroppedAfterSend
 
 ANTHROPIC_VERSION = b"2023-06-01"
 
-FORWARDED_HEADERS = frozenset(
-    {
-        "content-type",
-        "accept",
-        "user-agent",
-        "anthropic-version",
-        "anthropic-beta",
-        "openai-beta",
-        # OpenRouter's app attribution
-        "http-referer",
-        "x-title",
-    }
-)
-"""Caller headers passed upstream. Everything else is dropped: the caller's own key
-(authorization, x-api-key), cookies, host, content-length, hop-by-hop headers, and headers that
-would pick a billing identity other than the account's (openai-organization, openai-project)."""
-
-_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]+")
 _CONNECT_S = 10.0
 _WRITE_S = 30.0
 
@@ -101,12 +84,12 @@ class UpstreamClients:
         account: Account,
         path: str,
         body: bytes,
-        caller_headers: Mapping[str, str] | Iterable[tuple[str, str]],
+        caller_headers: HeaderPairs,
     ) -> httpx.Request:
         """POST `account.base_url + path` with the account's credential and the caller's
-        safe headers (case-insensitive names; Starlette's Headers or plain pairs)."""
+        allow-listed headers (see caller_headers.py; Starlette's Headers or plain pairs)."""
         client = self.client(account.id)
-        headers = _forwarded(caller_headers)
+        headers = forwarded_headers(caller_headers)
         if account.speaks_anthropic and not any(
             name == b"anthropic-version" for name, _ in headers
         ):
@@ -125,7 +108,8 @@ class UpstreamClients:
     async def send(self, account_id: str, request: httpx.Request) -> httpx.Response:
         """Send on the account's own pool and wait for the status line at most the account's
         headers timeout. Raises httpx.TransportError subclasses (a missed headers deadline is
-        a ReadTimeout): map them with `failures.send_failure`."""
+        a ReadTimeout; a connection lost once the request had started going out is
+        `DroppedAfterSend`): map them with `failures.send_failure`."""
         client = self.client(account_id)
         headers_s = self._deadlines[account_id].headers_s
         hook = _HeadersDeadline(headers_s)
@@ -138,6 +122,12 @@ class UpstreamClients:
             raise httpx.ReadTimeout(
                 f"no response headers within {headers_s:g} s", request=request
             ) from None
+        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+            if not hook.sending:
+                raise
+            # We had a connection and were sending: what the peer did with our request says
+            # nothing sure about reaching the account (the request itself may be the cause).
+            raise DroppedAfterSend(type(exc).__name__, request=request) from None
         finally:
             # The hook stays on the request while its body streams: from here on it is inert.
             hook.deadline = None
@@ -151,14 +141,17 @@ class _HeadersDeadline:
     """An httpcore `trace` hook: when the request starts going out on a connection, the
     deadline becomes now + the headers timeout (pool wait and connect are behind us)."""
 
-    __slots__ = ("deadline", "headers_s")
+    __slots__ = ("deadline", "headers_s", "sending")
 
     def __init__(self, headers_s: float) -> None:
         self.headers_s = headers_s
         self.deadline: asyncio.Timeout | None = None
+        self.sending = False
+        """The request started going out on an established connection."""
 
     async def trace(self, event: str, info: dict[str, Any]) -> None:
         if self.deadline is not None and event.endswith(".send_request_headers.started"):
+            self.sending = True
             self.deadline.reschedule(asyncio.get_running_loop().time() + self.headers_s)
 
 
@@ -190,16 +183,3 @@ def _auth_headers(account: Account, credential: SecretStr) -> tuple[tuple[bytes,
     if account.speaks_anthropic:
         return ((b"x-api-key", token),)
     return ((b"authorization", b"Bearer " + token),)
-
-
-def _forwarded(
-    caller_headers: Mapping[str, str] | Iterable[tuple[str, str]],
-) -> list[tuple[bytes, bytes]]:
-    pairs = caller_headers.items() if isinstance(caller_headers, Mapping) else caller_headers
-    forwarded: list[tuple[bytes, bytes]] = []
-    for name, value in pairs:
-        lowered = name.lower()
-        if lowered in FORWARDED_HEADERS and _HEADER_VALUE.fullmatch(value):
-            # Starlette decodes header bytes as latin-1; re-encode the same way, losslessly.
-            forwarded.append((lowered.encode("ascii"), value.encode("latin-1")))
-    return forwarded

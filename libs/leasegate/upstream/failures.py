@@ -6,6 +6,10 @@ Transport exceptions before the response headers (`send_failure`):
                                           pool had no free connection; the upstream is not blamed
     ConnectError, ConnectTimeout, DNS,    connect-error (caller: 502 `upstream-unreachable`)
     TLS, a reset or a protocol error
+    before the request went out
+    DroppedAfterSend: the connection was  dropped (upstream-error, model scope; caller: 502
+    lost once the request had started    `upstream-unreachable`): the caller's own request
+    going out, before any status line     may have provoked it, so never account-level
     ReadTimeout, WriteTimeout             timeout (caller: 504 `upstream-timeout`); `send`
                                           raises ReadTimeout for a missed headers deadline
     LocalProtocolError, UnsupportedProtocol
@@ -33,6 +37,11 @@ from leasegate.upstream.payloads import error_fields_of
 from leasegate.upstream.sse import StreamScanner
 
 
+class DroppedAfterSend(httpx.TransportError):
+    """The upstream closed or reset the connection after our request started going out and
+    before a status line came back (the message is the underlying exception's type only)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SendFailure:
     observation: Observation
@@ -51,6 +60,11 @@ def send_failure(exc: httpx.TransportError, account_id: str) -> SendFailure:
     if isinstance(exc, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
         return _refused(
             "upstream-unreachable", f"the request to account {account_id} could not be sent"
+        )
+    if isinstance(exc, DroppedAfterSend):
+        return SendFailure(
+            Observation(kind="dropped"),
+            GatewayError("upstream-unreachable", f"account {account_id} dropped the connection"),
         )
     if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
         return SendFailure(

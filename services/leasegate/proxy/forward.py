@@ -1,16 +1,14 @@
 """A proxied request from arrival to the moment the upstream's headers are in hand.
 
 Order of checks (each refusal is recorded as evidence with its code):
-key -> account -> endpoint -> body -> model -> budget -> health -> request slot -> upstream.
+key -> account -> endpoint -> caller headers -> body -> model -> budget -> health
+-> request slot -> upstream.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import httpx
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from leasegate.accounts import Account
@@ -21,12 +19,15 @@ from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
 from leasegate.proxy.attempt import Attempt
+from leasegate.proxy.body import check_content_type, encode_body, model_problem, parse_body
 from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.health import health_block
+from leasegate.upstream.caller_headers import check_header_cap
 from leasegate.upstream.failures import send_failure
+from leasegate.web.body_limit import BodyReadTimeout, BodyTooLarge
 from leasegate.web.errors import STORE_ERRORS
 
 
@@ -40,10 +41,15 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
         return refusal_response(error, attempt.request_id)
     try:
         key, account = await _admit_key(runtime, endpoint, attempt, token)
-        payload = await _rewrite_body(runtime, request, attempt, key)
+        check_header_cap(request.headers.items(), runtime.settings.max_forwarded_header_bytes)
+        payload = await _rewrite_body(request, attempt, key)
         await runtime.spend.check(key)
         await _check_health(runtime, key)
         await _take_slot(runtime, attempt, account)
+    except ClientDisconnect:
+        # The caller hung up while its body was being read: one row, nobody to answer.
+        await runtime.finish(attempt, Observation("client-abort"))
+        return Response(status_code=400)
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
         return refusal_response(refusal, attempt.request_id, attempt.key)
@@ -101,28 +107,23 @@ async def _admit_key(
     return key, account
 
 
-async def _rewrite_body(
-    runtime: ProxyRuntime, request: Request, attempt: Attempt, key: KeyRecord
-) -> bytes:
-    content_type = request.headers.get("content-type", "application/json")
-    if "json" not in content_type:
-        raise GatewayError("invalid-request", "the body must be application/json", status=415)
-    raw = await request.body()
+async def _rewrite_body(request: Request, attempt: Attempt, key: KeyRecord) -> bytes:
+    check_content_type(request.headers.get("content-type"))
     try:
-        body: Any = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise GatewayError("invalid-request", "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise GatewayError("invalid-request", "the body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise GatewayError("invalid-request", "the body needs a string 'model'")
-    attempt.requested_model = model
-    if model not in (key.model, key.served_model):
-        raise GatewayError("model-not-permitted", f"this key may call {key.model!r} only")
-    attempt.stream = body.get("stream") is True
-    body["model"] = key.served_model
-    return json.dumps(body, separators=(",", ":")).encode()
+        raw = await request.body()
+    except BodyTooLarge as too_large:
+        raise GatewayError("invalid-request", too_large.detail, status=413) from None
+    except BodyReadTimeout as timed_out:
+        raise GatewayError("request-timeout", timed_out.detail) from None
+    body = parse_body(raw)
+    attempt.requested_model = body.model  # the row keeps a safe copy (Attempt.evidence)
+    attempt.stream = body.stream
+    if (refusal := model_problem(body.model)) is not None:
+        raise refusal
+    if body.model not in (key.model, key.served_model):
+        raise GatewayError("model-not-permitted", "this key may not call that model")
+    body.fields["model"] = key.served_model
+    return encode_body(body.fields)
 
 
 async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:
