@@ -37,7 +37,8 @@ class Settings(BaseSettings):
     base_cooldown_s: PositiveSeconds = 30.0
     max_cooldown_s: PositiveSeconds = 600.0
     upstream_headers_timeout_s: PositiveSeconds = 30.0
-    first_token_timeout_s: PositiveSeconds | None = None
+    first_token_timeout_s: PositiveSeconds = 120.0
+    """Reasoning models send nothing that answers while they think: see upstream-failures.md."""
     stream_idle_timeout_s: PositiveSeconds = 60.0
     upstream_max_connections: int = Field(default=256, ge=1)
     """Default size of each account's own connection pool."""
