@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from leasegate.core.observation import Classification, Observation
+from leasegate.core.ports.health import Admitted
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.upstream.sse import Usage
 
@@ -25,6 +26,8 @@ class Attempt:
     usage: Usage = field(default_factory=Usage)
     malformed_chunks: int = 0
     slot_account: str | None = None
+    health_trial: Admitted | None = None
+    """Set when the health store let this request through as a half-open trial."""
     """Set while this attempt holds a request slot on that account."""
 
     def evidence(

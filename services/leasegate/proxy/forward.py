@@ -18,6 +18,7 @@ from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
 from leasegate.core.ports.capacity import SlotStoreError
+from leasegate.core.ports.health import Cooldown
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
 from leasegate.proxy.attempt import Attempt
@@ -25,7 +26,7 @@ from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
-from leasegate.routing.health import health_block
+from leasegate.routing.health import block_code
 from leasegate.upstream.failures import send_failure
 from leasegate.web.errors import STORE_ERRORS
 
@@ -40,7 +41,7 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
     try:
         key, account = await _admit_key(runtime, endpoint, attempt, token)
         payload = await _rewrite_body(runtime, request, attempt, key)
-        await _check_health(runtime, key)
+        await _check_health(runtime, attempt, key)
         await _take_slot(runtime, attempt, account)
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
@@ -123,18 +124,21 @@ async def _rewrite_body(
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:
+async def _check_health(runtime: ProxyRuntime, attempt: Attempt, key: KeyRecord) -> None:
+    """The store admits or refuses atomically; a half-open pair or circuit lets exactly one
+    request through (the trial), which says so when it records its outcome."""
     now = runtime.clock.now().timestamp()
-    snapshot = await runtime.health.snapshot([(key.account_id, key.served_model)], now)
-    blocked = health_block(snapshot, key.account_id, key.served_model)
-    if blocked is not None:
-        code, cooldown = blocked
-        subject = key.account_id if cooldown.model is None else f"{key.account_id}/{cooldown.model}"
+    admission = await runtime.health.admit(key.account_id, key.served_model, now)
+    if isinstance(admission, Cooldown):
+        model = admission.model
+        subject = key.account_id if model is None else f"{key.account_id}/{model}"
         raise GatewayError(
-            code,
-            f"{subject} is resting after failures ({cooldown.reason})",
-            retry_after_s=max(0.0, cooldown.until - now),
+            block_code(admission),
+            f"{subject} is resting after failures ({admission.reason})",
+            retry_after_s=max(0.0, admission.until - now),
         )
+    if admission.trial:
+        attempt.health_trial = admission
 
 
 async def _take_slot(runtime: ProxyRuntime, attempt: Attempt, account: Account) -> None:

@@ -59,6 +59,7 @@ class ProxyRuntime:
                 classification,
                 observation.retry_after_s,
                 self.clock.now().timestamp(),
+                trial=attempt.health_trial,
             )
         except STORE_ERRORS as exc:
             # The row is queued either way; only this request's health signal is lost.
