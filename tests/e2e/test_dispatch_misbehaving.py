@@ -9,10 +9,12 @@ within its deadline with the last refusal."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import httpx
 import pytest
 
 from leasegate.client import Dispatch, DispatchFailed, post_json, stream_events
-from leasegate.demo.upstream import Reply
+from leasegate.demo.upstream import MockRequest, Reply
 from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
 from tests.fixtures.scripted import anthropic_stream, openai_stream
 
@@ -292,3 +294,66 @@ async def test_a_pool_whose_accounts_all_stall_ends_within_the_deadline(
     for link in failed.value.chain:
         assert (await only_row(pool, link.mint_decision_id))["outcome"] == "timeout"
     await no_live_lease(pool)
+
+
+# -- outage, then recovery (issue 14, item 1), time scaled by 1/10 ---------------------------
+
+SCALE = 0.1
+SPACING_S = 4 * SCALE  # twenty requests, 4 s apart
+OUTAGE_S = 60 * SCALE  # the primary answers 503 for the first 60 s
+BASE_S = 30 * SCALE  # the default base cooldown
+JITTER = 0.2  # the default jitter: every window is between 0.8 and 1.0 x BASE_S
+BOTH_MODES = pytest.mark.parametrize("mode", ["embedded", "production"])
+
+
+@dataclass
+class Outage:
+    """The primary's upstream: 503 until `ends` (monotonic), healthy after; notes each call."""
+
+    ends: float = math.inf
+    calls: list[float] = field(default_factory=list)
+
+    def __call__(self, _: MockRequest) -> Reply | None:
+        now = time.monotonic()
+        self.calls.append(now)
+        return Reply(status=503) if now < self.ends else None
+
+
+@BOTH_MODES
+async def test_after_an_outage_the_primary_carries_traffic_again_within_one_base_window(
+    tmp_path: Path, stores_env: dict[str, str], http: httpx.AsyncClient
+) -> None:
+    extra = {**ENV, "LEASEGATE_BASE_COOLDOWN_S": str(BASE_S)}
+    async with running_pool(tmp_path, stores_env, extra) as pool:
+        outage = Outage()
+        pool.primary.script = outage
+        start = time.monotonic()
+        outage.ends = start + OUTAGE_S
+        served: list[tuple[float, str]] = []
+        # twenty requests, then on until one base window (and a gap) past the recovery: a
+        # trial that failed just before the recovery closes the pair for one more window
+        last = max(20, math.ceil((OUTAGE_S + BASE_S) / SPACING_S) + 2)
+        for i in range(last):
+            await asyncio.sleep(max(0.0, start + i * SPACING_S - time.monotonic()))
+            began = time.monotonic()
+            run = Dispatch[Any](
+                pool.control, pool.url, tenant=TENANT, dispatch_id=f"d-{i}", model="gpt-4o",
+                deadline_s=DEADLINE_S,
+            )  # fmt: skip
+            result = await run.run(caller(http, "gpt-4o", stream=False))
+            served.append((began, result.decision.account_id))
+    # every request was answered, on the backup while the primary was out
+    assert all(account in ("primary", "backup") for _, account in served)
+    # while the primary was failing, the first three calls tripped it; after that it cost at
+    # most one trial per window (the windows are at least (1 - JITTER) x BASE_S long)
+    failing = [t for t in outage.calls if t < outage.ends]
+    trials = failing[3:]
+    assert len(trials) <= math.ceil(OUTAGE_S / ((1 - JITTER) * BASE_S))
+    gaps = [b - a for a, b in itertools.pairwise(failing[2:])]
+    assert all(gap >= (1 - JITTER) * BASE_S - 0.05 for gap in gaps), gaps
+    # after the recovery the primary is back within one base window, plus one request gap and
+    # one held hop (a dispatch still failing over when the window ends starts the next late)
+    back = [t for t, account in served if account == "primary" and t >= outage.ends]
+    assert back, (served, outage.calls, outage.ends)
+    assert back[0] - outage.ends <= BASE_S + SPACING_S + 1.2, (back[0] - outage.ends, served)
+    assert served[-1][1] == "primary"
