@@ -115,6 +115,8 @@ class Hop:
     outcome: str
     scope: str
     error_code: str | None = None
+    retried: int = 0
+    """Same-lease retries before the hop (a reset before any byte is transient)."""
 
 
 HOPS = [
@@ -125,11 +127,12 @@ HOPS = [
     ),
     pytest.param(
         Hop(Reply(reset=True), "gpt-4o", False, "status 502 upstream-unreachable",
-            "connect-error", "account"),
+            "connect-error", "account", retried=1),
         id="reset-before-headers",
     ),
     pytest.param(
-        Hop(None, "gpt-4o", False, "status 502 upstream-unreachable", "connect-error", "account"),
+        Hop(None, "gpt-4o", False, "status 502 upstream-unreachable", "connect-error", "account",
+            retried=1),
         id="refused-before-headers",
     ),
     pytest.param(
@@ -172,21 +175,24 @@ async def test_a_qualifying_failure_completes_on_the_second_account(
     primary, backup = ("claude-a", "claude-b") if row.model == "claude-x" else ("primary", "backup")
     assert (first.account_id, first.fallback_position, first.hop) == (primary, 0, 0)
     assert first.ended == row.ended
+    assert first.retried == (row.ended,) * row.retried
     assert (hop.account_id, hop.fallback_position, hop.hop, hop.kind) == (backup, 1, 1, "retry")
     assert (hop.ended, result.decision) == (None, hop)
     assert pool.backup.count == 1
-    assert pool.primary.count == (0 if row.reply is None else 1)  # nothing retried inside
+    assert pool.primary.count == (0 if row.reply is None else 1 + row.retried)
     served = f"{row.model}-b" if row.model == "claude-x" else "gpt-4o-b"
     assert served in repr(result.answer)  # the backup's answer, echoing its served model
 
-    evidence = await only_row(pool, first.mint_decision_id)
-    assert (evidence["outcome"], evidence["scope"], evidence["qualifying"]) == (
-        row.outcome,
-        row.scope,
-        True,
-    ), evidence
-    if row.error_code is not None:
-        assert evidence["error_code"] == row.error_code
+    rows = await pool.gateway.evidence_for(first.mint_decision_id, 1 + row.retried)
+    assert len(rows) == 1 + row.retried  # one row per call on the lease
+    for evidence in rows:
+        assert (evidence["outcome"], evidence["scope"], evidence["qualifying"]) == (
+            row.outcome,
+            row.scope,
+            True,
+        ), evidence
+        if row.error_code is not None:
+            assert evidence["error_code"] == row.error_code
     assert (await pool.control.get_key(first.key_id)).state == "revoked"
     view = await pool.control.decision(hop.mint_decision_id)
     assert view.retry_of_mint_decision_id == first.mint_decision_id
@@ -357,3 +363,117 @@ async def test_after_an_outage_the_primary_carries_traffic_again_within_one_base
     assert back, (served, outage.calls, outage.ends)
     assert back[0] - outage.ends <= BASE_S + SPACING_S + 1.2, (back[0] - outage.ends, served)
     assert served[-1][1] == "primary"
+
+
+# -- a transient blip is retried on the same lease (issue 14, item 2) ------------------------
+
+
+@dataclass
+class Once:
+    """Answers each scripted reply once, in order, then healthy answers."""
+
+    replies: list[Reply]
+
+    def __call__(self, _: MockRequest) -> Reply | None:
+        return self.replies.pop(0) if self.replies else None
+
+
+@dataclass
+class Sleeps:
+    """A real sleep that notes how long each wait was."""
+
+    waits: list[float] = field(default_factory=list)
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await asyncio.sleep(seconds)
+
+
+BLIPS = [
+    pytest.param(
+        Reply.json_error(429, {"error": {"code": "rate_limit_exceeded"}},
+                         {"retry-after-ms": "300"}),
+        "status 429 rate_limit_exceeded", 0.3, id="429-retry-after-300ms-once",
+    ),
+    pytest.param(
+        Reply.json_error(429, {"error": {"code": "rate_limit_exceeded"}}, {"retry-after": "2"}),
+        "status 429 rate_limit_exceeded", 2.0, id="429-retry-after-2s-once",
+    ),
+    pytest.param(Reply(status=500), "status 500 http_500", 0.0, id="500-once"),
+    pytest.param(Reply(reset=True), "status 502 upstream-unreachable", 0.0, id="reset-once"),
+]  # fmt: skip
+
+
+@BOTH_MODES
+@pytest.mark.parametrize(("blip", "reason", "wait"), BLIPS)
+async def test_a_transient_blip_is_retried_once_on_the_same_lease(
+    pool: Pool, http: httpx.AsyncClient, blip: Reply, reason: str, wait: float
+) -> None:
+    pool.primary.script = Once([blip])
+    sleeps = Sleeps()
+    run = Dispatch[Any](
+        pool.control, pool.url, tenant=TENANT, dispatch_id="d-1", model="gpt-4o",
+        deadline_s=DEADLINE_S, sleep=sleeps,
+    )  # fmt: skip
+    result = await run.run(caller(http, "gpt-4o", stream=False))
+    (only,) = result.chain  # no hop: the same lease answered
+    assert (only.account_id, only.ended, only.retried) == ("primary", None, (reason,))
+    assert sleeps.waits == [wait]  # the upstream's Retry-After, sub-second included
+    assert (pool.primary.count, pool.backup.count) == (2, 0)
+    assert "gpt-4o-a" in repr(result.answer)
+    rows = await pool.gateway.evidence_for(only.mint_decision_id, 2)
+    assert sorted(r["outcome"] for r in rows) == sorted(
+        ["success", "connect-error" if blip.reset else "upstream-error"]
+    )
+    await no_live_lease(pool)
+
+
+async def test_a_second_failure_hops_and_zero_retries_hop_at_once(
+    pool: Pool, http: httpx.AsyncClient
+) -> None:
+    pool.primary.script = Once([Reply(status=500), Reply(status=500)])
+    call = caller(http, "gpt-4o", stream=False)
+    result = await dispatch(pool, "gpt-4o").run(call)
+    first, hop = result.chain
+    assert (first.account_id, first.retried) == ("primary", ("status 500 http_500",))
+    assert first.ended == "status 500 http_500"
+    assert (hop.account_id, hop.retried, hop.ended) == ("backup", (), None)
+    assert (pool.primary.count, pool.backup.count) == (2, 1)
+
+    pool.primary.script = Once([Reply(status=500)])
+    run = Dispatch[Any](
+        pool.control, pool.url, tenant=TENANT, dispatch_id="d-2", model="gpt-4o",
+        deadline_s=DEADLINE_S, same_account_retries=0,
+    )  # fmt: skip
+    result = await run.run(call)
+    first, hop = result.chain
+    assert (first.account_id, first.retried, hop.account_id) == ("primary", (), "backup")
+    assert (pool.primary.count, pool.backup.count) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.json_error(429, {"error": {"code": "rate_limit_exceeded"}}, {"retry-after": "30"}),
+        Reply.json_error(429, {"error": {"code": "rate_limit_exceeded"}}),
+    ],
+    ids=["retry-after-beyond-the-bound", "no-retry-after"],
+)
+async def test_a_429_without_a_short_retry_after_hops_at_once(
+    pool: Pool, http: httpx.AsyncClient, reply: Reply
+) -> None:
+    pool.primary.script = Once([reply])
+    result = await dispatch(pool, "gpt-4o").run(caller(http, "gpt-4o", stream=False))
+    first, hop = result.chain
+    assert (first.account_id, first.retried, hop.account_id) == ("primary", (), "backup")
+    assert (pool.primary.count, pool.backup.count) == (1, 1)
+
+
+async def test_no_retry_once_content_reached_the_worker(
+    pool: Pool, http: httpx.AsyncClient
+) -> None:
+    pool.primary.script = Once([Reply(chunks=openai_stream(), cut_after=3)])
+    result = await dispatch(pool, "gpt-4o").run(caller(http, "gpt-4o", stream=True))
+    first, hop = result.chain
+    assert (first.account_id, first.retried, hop.account_id) == ("primary", (), "backup")
+    assert (pool.primary.count, pool.backup.count) == (1, 1)

@@ -13,6 +13,12 @@ asks for a hop only when one can be granted and stops at once when none ever wil
     stop   anything else: the caller's own request is at fault (400, 404, 413, 422 ...) or
            the key itself was refused (revoked, expired, disabled account)
 
+A hop verdict is also `transient` when no content can have reached the caller and the same
+lease may well succeed at once: an upstream 5xx or 429 answered with an error status (never a
+failure inside a 200 stream), or the proxy's `upstream-unreachable` (the upstream reset or
+refused the connection before any response byte). `Dispatch` retries those once on the same
+lease before hopping; a 429 only when it says how long to wait (`Retry-After`).
+
 Errors of the official SDKs are read by shape (`status_code`, `body`, the class names of
 their connection errors), so this package does not depend on them.
 """
@@ -35,6 +41,10 @@ _HOP_GATEWAY_CODES = frozenset(
     {"model-cooling", "circuit-open", "upstream-timeout", "upstream-unreachable"}
 )
 _AGAIN_GATEWAY_CODES = frozenset({"account-request-capacity-exhausted", "upstream-pool-exhausted"})
+# a 429 or 5xx carrying one of these is a quota or credential fault: no same-lease retry
+_ACCOUNT_CODES = frozenset(
+    {"insufficient_quota", "billing_error", "insufficient_credits", "billing_hard_limit_reached"}
+)
 # the SDKs' connection failures (openai/anthropic APIConnectionError, APITimeoutError)
 _CONNECTION_CLASS_NAMES = frozenset({"APIConnectionError", "APITimeoutError"})
 
@@ -45,6 +55,8 @@ class Verdict:
     reason: str
     """A short description for the dispatch's chain (e.g. "status 429", "in-stream error")."""
     retry_after_s: float | None = None
+    transient: bool = False
+    """Worth one more try on the same lease: nothing reached the caller yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +86,16 @@ def _by_status(seen: _Seen) -> Verdict:
         return Verdict("hop", "in-stream error" + (f" {seen.code}" if seen.code else ""))
     if seen.gateway:
         if seen.code in _HOP_GATEWAY_CODES:
-            return Verdict("hop", label, seen.retry_after_s)
+            transient = seen.code == "upstream-unreachable"
+            return Verdict("hop", label, seen.retry_after_s, transient=transient)
         if seen.code in _AGAIN_GATEWAY_CODES:
             return Verdict("again", label, seen.retry_after_s)
         return Verdict("stop", label)
     if seen.status in _HOP_STATUSES or seen.status >= 500:
-        return Verdict("hop", label, seen.retry_after_s)
+        transient = seen.status >= 500 or (seen.status == 429 and seen.retry_after_s is not None)
+        if seen.code in _ACCOUNT_CODES:
+            transient = False  # a quota or credential fault does not pass in a moment
+        return Verdict("hop", label, seen.retry_after_s, transient=transient)
     if seen.status == 404 and seen.code is not None and "model" in seen.code.lower():
         return Verdict("hop", label)
     return Verdict("stop", label)

@@ -114,6 +114,12 @@ class Leases:
             raise self.fail("deadline", f"{why}: waiting {seconds:g}s would pass the deadline")
         await self.sleep(seconds)
 
+    def retried(self, lease: Lease, why: str) -> None:
+        """Note on the chain that `lease` is tried again after a transient failure."""
+        for i, link in enumerate(self.chain):
+            if link.mint_decision_id == lease.link.mint_decision_id:
+                self.chain[i] = replace(link, retried=(*link.retried, why))
+
     def ended(self, lease: Lease, why: str | None) -> None:
         """Note on the chain why the dispatch moves on from `lease`."""
         for i, link in enumerate(self.chain):

@@ -37,6 +37,7 @@ from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
 _PASSED_HEADERS = (
     "content-type",
     "retry-after",
+    "retry-after-ms",
     "x-request-id",
     "request-id",
     "openai-processing-ms",
