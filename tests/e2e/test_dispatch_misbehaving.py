@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from leasegate.client import Dispatch, DispatchFailed, post_json, stream_events
@@ -477,3 +479,66 @@ async def test_no_retry_once_content_reached_the_worker(
     first, hop = result.chain
     assert (first.account_id, first.retried, hop.account_id) == ("primary", (), "backup")
     assert (pool.primary.count, pool.backup.count) == (1, 1)
+
+
+# -- a malformed event mid-stream, through the official openai SDK (issue 14, item 4) --------
+
+
+def tenth_event_garbled() -> list[bytes]:
+    chunks = openai_stream(words=12)
+    chunks.insert(9, b'data: {"choices": [{"delta": {"content": "garbled\n\n')
+    return chunks
+
+
+async def openai_sdk_stream(key: str, proxy_url: str) -> str:
+    async with openai.AsyncOpenAI(base_url=f"{proxy_url}/v1", api_key=key, max_retries=0) as sdk:
+        chunks = await sdk.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        return "".join([c.delta.content or "" async for chunk in chunks for c in chunk.choices])
+
+
+@BOTH_MODES
+async def test_the_proxy_drops_a_malformed_event_and_the_sdk_reads_the_rest(pool: Pool) -> None:
+    pool.primary_script.reply = Reply(chunks=tenth_event_garbled())
+    run = Dispatch[str](
+        pool.control, pool.url, tenant=TENANT, dispatch_id="d-1", model="gpt-4o",
+        deadline_s=DEADLINE_S, failures=(openai.APIError,),
+    )  # fmt: skip
+    result = await run.run(openai_sdk_stream)
+    assert result.answer == "".join(f"w{i} " for i in range(12))  # every word, nothing garbled
+    (only,) = result.chain
+    assert (only.account_id, only.ended) == ("primary", None)
+    evidence = await only_row(pool, only.mint_decision_id)
+    assert (evidence["outcome"], evidence["malformed_chunks"]) == ("success", 1)
+    await no_live_lease(pool)
+
+
+async def test_byte_exact_pass_through_and_dispatch_reads_the_sdks_decode_error(
+    tmp_path: Path, stores_env: dict[str, str]
+) -> None:
+    extra = {"primary": {"pass_malformed_events": True}}
+    async with running_pool(tmp_path, stores_env, ENV, accounts_extra=extra) as pool:
+        pool.primary_script.reply = Reply(chunks=tenth_event_garbled())
+        async with httpx.AsyncClient(timeout=30) as http:
+            key = (await pool.control.mint(TENANT, "d-raw", "gpt-4o")).key
+            assert key is not None
+            body = {"model": "gpt-4o", "messages": [], "stream": True}
+            raw = await http.post(
+                f"{pool.url}/v1/chat/completions",
+                json=body,
+                headers={"authorization": f"Bearer {key}"},
+            )
+        assert raw.content == b"".join(tenth_event_garbled())  # every byte, as it came
+        run = Dispatch[str](
+            pool.control, pool.url, tenant=TENANT, dispatch_id="d-1", model="gpt-4o",
+            deadline_s=DEADLINE_S, failures=(openai.APIError,),
+        )  # fmt: skip
+        with pytest.raises(DispatchFailed) as failed:
+            await run.run(openai_sdk_stream)
+        # a stream failure (not a bug in the call): a hop is asked for, and refused, since
+        # the gateway's row for that stream is a success
+        assert isinstance(failed.value.failure, json.JSONDecodeError)
+        assert failed.value.reason == "refused"
+        (only,) = failed.value.chain
+        assert only.ended == "stream: malformed event"

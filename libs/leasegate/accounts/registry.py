@@ -31,6 +31,7 @@ _FIELDS = frozenset(
         "first_token_timeout_s",
         "stream_idle_timeout_s",
         "max_connections",
+        "pass_malformed_events",
     }
 )
 
@@ -58,6 +59,8 @@ class Account:
     stream_idle_timeout_s: float | None = None
     max_connections: int | None = None
     """Size of this account's own connection pool; None: the global default."""
+    pass_malformed_events: bool = False
+    """Relay a stream byte-exact, even data events that are not JSON (default: drop them)."""
 
     @property
     def speaks_anthropic(self) -> bool:
@@ -161,6 +164,7 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
             entry.get("stream_idle_timeout_s"), "stream_idle_timeout_s", fail
         ),
         max_connections=_positive(entry.get("max_connections"), "max_connections", fail),
+        pass_malformed_events=_flag(entry.get("pass_malformed_events"), fail),
     )
 
 
@@ -210,6 +214,14 @@ def _positive(raw: object, field_name: str, fail: _Fail) -> int | None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
         raise fail(field_name, "must be null or a positive integer")
+    return raw
+
+
+def _flag(raw: object, fail: _Fail) -> bool:
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise fail("pass_malformed_events", "must be true or false")
     return raw
 
 

@@ -17,6 +17,7 @@ dispatch's live lease is revoked whenever the run ends, answer or not.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -37,9 +38,15 @@ Call = Callable[[str, str], Awaitable[T]]
 returns the answer, or raises on failure (an SDK with `base_url` at the proxy and the key as
 its API key, or the plain-httpx helpers of `leasegate.client.proxy`)."""
 
-TRANSPORT_FAILURES: tuple[type[BaseException], ...] = (httpx.HTTPError, ProxyFailure, OSError)
+TRANSPORT_FAILURES: tuple[type[BaseException], ...] = (
+    httpx.HTTPError,
+    ProxyFailure,
+    OSError,
+    json.JSONDecodeError,
+)
 """Exceptions a call may end with that `classify_failure` reads (OSError covers timeouts and
-broken connections). Anything else is a bug in the call and propagates unchanged."""
+broken connections; JSONDecodeError is an SDK choking on a garbled stream event). Anything
+else is a bug in the call and propagates unchanged."""
 
 
 def _utcnow() -> datetime:

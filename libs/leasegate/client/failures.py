@@ -5,8 +5,9 @@ outside, which failures the gateway will have classified as qualifying, so that 
 asks for a hop only when one can be granted and stops at once when none ever will:
 
     hop    429/408/every 5xx, 401/402/403 of the upstream (account scope), a model-not-found 404,
-           an error event inside a 200 stream, a timeout or a broken connection, and the
-           proxy's own `model-cooling` / `circuit-open` refusals
+           an error event inside a 200 stream, a stream event the SDK could not decode
+           (`json.JSONDecodeError`), a timeout or a broken connection, and the proxy's own
+           `model-cooling` / `circuit-open` refusals
     again  the proxy refused for a moment on its own account (`account-request-capacity-
            exhausted`, `upstream-pool-exhausted`): not qualifying, so no hop; the same key
            may succeed after `retry_after_s`
@@ -25,6 +26,7 @@ their connection errors), so this package does not depend on them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -68,6 +70,10 @@ class _Seen:
 
 
 def classify_failure(error: BaseException) -> Verdict:
+    if isinstance(error, json.JSONDecodeError):
+        # an SDK could not decode a stream event (one the proxy relayed byte-exact): a stream
+        # failure after content may have reached the caller, not a bug in the call
+        return Verdict("hop", "stream: malformed event")
     seen = _seen(error)
     if seen is None:
         if _is_connection_failure(error):

@@ -1,9 +1,12 @@
 """Responses that relay the upstream's answer and then end the attempt exactly once.
 
-`StreamRelay` passes SSE bytes through unchanged as they arrive; a scanner watches them for
-usage, error events and the end-of-answer marker without re-encoding anything. A client that
-goes away is noticed by a watcher on `receive`, which cancels the relay; the upstream response
-is closed and the attempt finished under a shield, whatever ended the stream.
+`StreamRelay` passes SSE events through unchanged as they complete; a scanner watches them
+for usage, error events and the end-of-answer marker without re-encoding anything, and drops
+a data event that is not valid JSON (counted in `malformed_chunks`, logged once per request)
+unless the account sets `pass_malformed_events`, which relays every byte as it arrives. A
+client that goes away is noticed by a watcher on `receive`, which cancels the relay; the
+upstream response is closed and the attempt finished under a shield, whatever ended the
+stream.
 
 Both relays read the body under the account's first-token and idle deadlines
 (upstream/deadlines.py). A stream that stalls or is cut before its answer is complete gets an
@@ -14,6 +17,7 @@ returning a truncated answer as if it were whole; nothing is retried inside the 
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import anyio
 import httpx
@@ -33,6 +37,8 @@ from leasegate.upstream.failures import (
     stream_observation,
 )
 from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
+
+log = logging.getLogger("leasegate.proxy")
 
 _PASSED_HEADERS = (
     "content-type",
@@ -140,7 +146,9 @@ class StreamRelay(_Relay):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
-        scanner = StreamScanner(self._endpoint.dialect)
+        account = runtime.registry.account(attempt.key.account_id) if attempt.key else None
+        drop = account is None or not account.pass_malformed_events
+        scanner = StreamScanner(self._endpoint.dialect, drop_malformed=drop)
         observation = Observation("client-abort", status=upstream.status_code)
         task = asyncio.current_task()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task))
@@ -164,6 +172,15 @@ class StreamRelay(_Relay):
             watcher.cancel()
             attempt.usage = scanner.usage
             attempt.malformed_chunks = scanner.malformed
+            if drop and scanner.malformed:
+                log.warning(
+                    "malformed stream events dropped",
+                    extra={
+                        "request_id": attempt.request_id,
+                        "account_id": account.id if account else None,
+                        "dropped": scanner.malformed,
+                    },
+                )
             await _close_and_finish(runtime, attempt, upstream, observation)
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
@@ -174,10 +191,10 @@ class StreamRelay(_Relay):
             while (
                 chunk := await reader.next(awaiting_first_token=not scanner.answering)
             ) is not None:
-                scanner.feed(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if out := scanner.feed(chunk):
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamStalled as stalled:
-            scanner.close()
+            await self._flush(scanner, send)
             if scanner.completed or scanner.error is not None:
                 return stream_observation(scanner, status)  # the answer (or its error) is out
             waited = "a first token" if stalled.phase == "first-token" else "the next chunk"
@@ -185,16 +202,21 @@ class StreamRelay(_Relay):
             await self._append_error(send, "upstream-timeout", message)
             return Observation("timeout", status=status)
         except httpx.TransportError as exc:
-            scanner.close()
+            await self._flush(scanner, send)
             if scanner.completed or scanner.error is not None:
                 return stream_observation(scanner, status)
             await self._append_error(send, "upstream-truncated", "the upstream stream was cut")
             return stream_failure(exc, status)
-        scanner.close()
+        await self._flush(scanner, send)
         observation = stream_observation(scanner, status)
         if observation.kind == "truncated":
             await self._append_error(send, "upstream-truncated", "the upstream stream ended early")
         return observation
+
+    async def _flush(self, scanner: StreamScanner, send: Send) -> None:
+        """The upstream is done: forward what the scanner still holds (a last event)."""
+        if rest := scanner.close():
+            await send({"type": "http.response.body", "body": rest, "more_body": True})
 
     async def _append_error(self, send: Send, code: str, message: str) -> None:
         event = error_event(self._endpoint.dialect, code, message)
