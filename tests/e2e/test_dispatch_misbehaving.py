@@ -23,7 +23,7 @@ import httpx
 import openai
 import pytest
 
-from leasegate.client import Dispatch, DispatchFailed, post_json, stream_events
+from leasegate.client import Dispatch, DispatchFailed, Rejected, post_json, stream_events
 from leasegate.demo.upstream import MockRequest, Reply
 from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
 from tests.fixtures.scripted import anthropic_stream, openai_stream
@@ -268,11 +268,10 @@ async def test_a_400_refusal_stops_at_once_without_a_hop(
     assert (pool.primary.count, pool.backup.count) == (1, 0)
     assert [d.kind for d in await pool.control.decisions(TENANT, "d-1")] == ["fresh"]
     evidence = await only_row(pool, only.mint_decision_id)
-    assert (evidence["outcome"], evidence["scope"], evidence["qualifying"]) == (
-        "upstream-error",
-        None,
-        False,
-    )
+    expected = ("context-length-exceeded", "model") if code == "context_length_exceeded" else (
+        "upstream-error", None
+    )  # with no context_fallback declared, a context-length row has nowhere to go either
+    assert (evidence["outcome"], evidence["scope"], evidence["qualifying"]) == (*expected, False)
     assert evidence["upstream_status"] == 400
     await no_live_lease(pool)
 
@@ -542,3 +541,90 @@ async def test_byte_exact_pass_through_and_dispatch_reads_the_sdks_decode_error(
         assert failed.value.reason == "refused"
         (only,) = failed.value.chain
         assert only.ended == "stream: malformed event"
+
+
+# -- a context-length 400 with a fallback declared (issue 14, item 3) ------------------------
+
+LONG_CONTEXT = {
+    "primary": {
+        "models": {
+            "gpt-4o": {"served": "gpt-4o-a", "context_window": 8192,
+                       "context_fallback": "gpt-4o-long"},
+            "solo": "solo-a",
+        }
+    },
+    "backup": {
+        "models": {"gpt-4o": "gpt-4o-b",
+                   "gpt-4o-long": {"served": "gpt-4o-long-b", "context_window": 128000}}
+    },
+}  # fmt: skip
+TOO_LONG: dict[str, dict[str, object]] = {
+    "openai": {"error": {"message": "This model's maximum context length is 8192 tokens.",
+                         "type": "invalid_request_error", "param": "messages",
+                         "code": "context_length_exceeded"}},
+    "anthropic": {"type": "error",
+                  "error": {"type": "invalid_request_error",
+                            "message": "prompt is too long: 9001 tokens > 8192 maximum"}},
+    "openrouter": {"error": {"code": 400, "message": "This endpoint's maximum context length is "
+                             "8192 tokens. However, you requested about 9001 tokens."}},
+}  # fmt: skip
+
+
+@BOTH_MODES
+@pytest.mark.parametrize("shape", list(TOO_LONG))
+async def test_a_context_length_400_hops_to_the_declared_fallback_model(
+    tmp_path: Path, stores_env: dict[str, str], http: httpx.AsyncClient, shape: str
+) -> None:
+    async with running_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
+        pool.primary_script.reply = Reply.json_error(400, TOO_LONG[shape])
+        # the worker keeps asking for gpt-4o: the fallback's key takes that name too
+        result = await dispatch(pool, "gpt-4o").run(caller(http, "gpt-4o", stream=False))
+        first, hop = result.chain
+        assert (first.account_id, first.served_model) == ("primary", "gpt-4o-a")
+        assert first.ended is not None
+        assert first.ended.startswith("status 400")
+        assert (hop.account_id, hop.served_model, hop.kind, hop.hop) == (
+            "backup", "gpt-4o-long-b", "retry", 1,
+        )  # fmt: skip
+        assert hop.fallback_position == 0  # the fallback model's own list, from the top
+        assert "gpt-4o-long-b" in repr(result.answer)
+        row = await only_row(pool, first.mint_decision_id)
+        assert (row["outcome"], row["scope"], row["qualifying"]) == (
+            "context-length-exceeded", "model", False,
+        )  # fmt: skip
+        view = await pool.control.decision(hop.mint_decision_id)
+        assert view.model == "gpt-4o-long"
+        assert view.retry_of_mint_decision_id == first.mint_decision_id
+        assert view.authorised_by_request_id == row["request_id"]
+        # not a health failure: the primary still serves gpt-4o to the next dispatch
+        accounts = {a.id: a for a in (await pool.control.accounts()).accounts}
+        assert accounts["primary"].health == "healthy"
+        await no_live_lease(pool)
+
+
+async def test_the_same_model_cannot_hop_on_a_context_length_row(
+    tmp_path: Path, stores_env: dict[str, str], http: httpx.AsyncClient
+) -> None:
+    async with running_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
+        pool.primary_script.reply = Reply.json_error(400, TOO_LONG["openai"])
+        first = await pool.control.mint(TENANT, "d-1", "gpt-4o")
+        assert first.key is not None
+        failed = await http.post(
+            f"{pool.url}/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": []},
+            headers={"authorization": f"Bearer {first.key}"},
+        )
+        assert failed.status_code == 400
+        assert failed.headers["x-leasegate-context-fallback"] == "gpt-4o-long"
+        await pool.gateway.evidence_for(first.mint_decision_id)
+        await pool.control.revoke(first.key_id)
+        with pytest.raises(Rejected) as refused:
+            await pool.control.mint(
+                TENANT, "d-1", "gpt-4o", retry_of_mint_decision_id=first.mint_decision_id
+            )
+        assert refused.value.code == "fallback-context-length-exceeded"
+        with pytest.raises(Rejected) as other:
+            await pool.control.mint(
+                TENANT, "d-1", "solo", retry_of_mint_decision_id=first.mint_decision_id
+            )
+        assert other.value.code == "fallback-lineage-mismatch"  # only the declared fallback

@@ -22,6 +22,8 @@ from leasegate.routing.fallback import (
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LINEAGE = Lineage("acme/web", "d-1", "gpt-4o")
+FALLBACK = "gpt-4.1"
+"""gpt-4o's declared context_fallback in these tests."""
 
 
 def _decision(**overrides: object) -> MintDecision:
@@ -60,9 +62,15 @@ evidence = st.builds(
     EvidenceSummary,
     has_terminal=st.booleans(),
     qualifying_request_id=st.one_of(st.none(), st.just("req_q")),
+    context_length_request_id=st.one_of(st.none(), st.just("req_ctx")),
 ).map(
-    # a qualifying row is a terminal row
-    lambda e: replace(e, has_terminal=e.has_terminal or e.qualifying_request_id is not None)
+    # a qualifying or context-length row is a terminal row
+    lambda e: replace(
+        e,
+        has_terminal=e.has_terminal
+        or e.qualifying_request_id is not None
+        or e.context_length_request_id is not None,
+    )
 )
 citations = st.builds(Citation, st.sampled_from(["retry", "supersede"]), st.just("md_cited"))
 hops = st.integers(0, 5)
@@ -73,6 +81,8 @@ def _grown(before: EvidenceSummary, after: EvidenceSummary) -> EvidenceSummary:
     return EvidenceSummary(
         has_terminal=before.has_terminal or after.has_terminal,
         qualifying_request_id=before.qualifying_request_id or after.qualifying_request_id,
+        context_length_request_id=before.context_length_request_id
+        or after.context_length_request_id,
     )
 
 
@@ -93,6 +103,7 @@ def test_every_input_gets_exactly_one_well_formed_answer(
         has_successor=has_successor,
         lineage=LINEAGE,
         max_hops=max_hops,
+        context_fallback=FALLBACK,
     )
     assert isinstance(answer, Authorised) != isinstance(answer, Refused)
     if isinstance(answer, Refused):
@@ -182,6 +193,34 @@ def test_a_hold_never_hides_a_rejection(
     assert not (isinstance(later, Refused) and later.disposition == "rejected")
 
 
+@given(decisions, evidence, hops, st.sampled_from([LINEAGE, replace(LINEAGE, model=FALLBACK)]))
+def test_only_a_context_length_row_licenses_the_fallback_model(
+    cited: MintDecision | None, found: EvidenceSummary, max_hops: int, lineage: Lineage
+) -> None:
+    """A hop may change model only to the cited model's context_fallback, only on a
+    context-length-exceeded row, from the top of that model's list; the same model never
+    hops on such a row."""
+    answer = authorise_fallback(
+        Citation("retry", "md_cited"),
+        cited,
+        found,
+        lease_live=False,
+        has_successor=False,
+        lineage=lineage,
+        max_hops=max_hops,
+        context_fallback=FALLBACK,
+    )
+    if cited is None or not isinstance(answer, Authorised):
+        return
+    if lineage.model == FALLBACK:
+        assert cited.model == "gpt-4o"  # the model that declared it
+        assert answer.authorised_by == found.context_length_request_id == "req_ctx"
+        assert (answer.start_position, answer.hop) == (0, cited.hop + 1)
+        assert answer.hop <= max_hops
+    else:
+        assert found.context_length_request_id is None
+
+
 @given(decisions, evidence, hops)
 def test_an_authorised_retry_starts_past_the_cited_position(
     cited: MintDecision | None, found: EvidenceSummary, max_hops: int
@@ -269,6 +308,35 @@ def test_clauses_in_spec_order() -> None:
     assert _answer(cited=_decision(hop=1)) == Refused("fallback-budget-exhausted", "held")
     assert _answer(max_hops=0) == Refused("fallback-budget-exhausted", "held")
     assert _answer() == Authorised(1, 1, "req_q")
+
+
+def test_the_context_fallback_clauses() -> None:
+    too_long = EvidenceSummary(
+        has_terminal=True, qualifying_request_id=None, context_length_request_id="req_ctx"
+    )
+    to_fallback = replace(LINEAGE, model=FALLBACK)
+    # the same model again: rejected, whatever else holds
+    assert _answer(evidence=too_long, lease_live=True) == Refused(
+        "fallback-context-length-exceeded", "rejected"
+    )
+    # the declared fallback: authorised from the top of its list, one hop spent
+    assert _answer(evidence=too_long, lineage=to_fallback, context_fallback=FALLBACK) == (
+        Authorised(0, 1, "req_ctx")
+    )
+    assert _answer(
+        evidence=too_long, lineage=to_fallback, context_fallback=FALLBACK, max_hops=0
+    ) == Refused("fallback-budget-exhausted", "held")
+    # another model, or none declared: lineage-mismatch; no context-length row (yet): held
+    assert _answer(evidence=too_long, lineage=to_fallback) == Refused(
+        "fallback-lineage-mismatch", "rejected"
+    )
+    assert _answer(lineage=to_fallback, context_fallback=FALLBACK) == Refused(
+        "fallback-not-authorised", "held"
+    )
+    supersede = Citation("supersede", "md_cited")
+    assert _answer(
+        citation=supersede, lineage=to_fallback, context_fallback=FALLBACK, evidence=NO_EVIDENCE
+    ) == Refused("fallback-lineage-mismatch", "rejected")
 
 
 def test_supersede_needs_no_evidence_and_no_budget() -> None:

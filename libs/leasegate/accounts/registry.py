@@ -61,6 +61,10 @@ class Account:
     """Size of this account's own connection pool; None: the global default."""
     pass_malformed_events: bool = False
     """Relay a stream byte-exact, even data events that are not JSON (default: drop them)."""
+    context_windows: Mapping[str, int] = field(default_factory=dict)
+    """Requested name -> its declared context window in tokens (only where declared)."""
+    context_fallbacks: Mapping[str, str] = field(default_factory=dict)
+    """Requested name -> the requested model to hop to when its context is exceeded."""
 
     @property
     def speaks_anthropic(self) -> bool:
@@ -88,6 +92,14 @@ class Registry:
                 ranked.append(Candidate(len(ranked), account, served))
         object.__setattr__(self, "_by_id", {a.id: a for a in self.accounts})
         object.__setattr__(self, "_by_model", {m: tuple(c) for m, c in by_model.items()})
+
+    def context_fallback(self, model: str) -> str | None:
+        """The requested model a context-length failure of `model` may hop to (every account
+        declaring one for `model` names the same; `parse_accounts` checks)."""
+        for account in self.accounts:
+            if (fallback := account.context_fallbacks.get(model)) is not None:
+                return fallback
+        return None
 
     def candidates(self, model: str) -> tuple[Candidate, ...]:
         """Every account serving `model`, in registry order; empty when nobody does."""
@@ -121,7 +133,21 @@ def parse_accounts(document: object, configured_envs: Set[str]) -> Registry:
             )
         seen.add(account.id)
         accounts.append(account)
+    _check_fallbacks(accounts)
     return Registry(tuple(accounts))
+
+
+def _check_fallbacks(accounts: list[Account]) -> None:
+    """Every `context_fallback` names a model some account serves, and all accounts agree."""
+    served = {model for account in accounts for model in account.models}
+    declared: dict[str, str] = {}
+    for account in accounts:
+        for model, fallback in account.context_fallbacks.items():
+            where = f"accounts file: account {account.id!r}: model {model!r}: 'context_fallback'"
+            if fallback not in served:
+                raise AccountsFileError(f"{where}: no account serves {fallback!r}")
+            if declared.setdefault(model, fallback) != fallback:
+                raise AccountsFileError(f"{where}: another account names {declared[model]!r}")
 
 
 def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Account:
@@ -147,12 +173,15 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
     credential_env = entry.get("credential_env")
     if not isinstance(credential_env, str) or not CREDENTIAL_ENV.fullmatch(credential_env):
         raise fail("credential_env", "must match LEASEGATE_CRED_[A-Z0-9_]+")
+    models, windows, fallbacks = _parse_models(entry.get("models"), fail)
     return Account(
         id=raw_id,
         provider=cast("Provider", provider),
         base_url=base_url.rstrip("/"),
         credential_env=credential_env,
-        models=_parse_models(entry.get("models"), fail),
+        models=models,
+        context_windows=windows,
+        context_fallbacks=fallbacks,
         configured=credential_env in configured_envs,
         lease_capacity=_capacity(entry.get("lease_capacity"), "lease_capacity", fail),
         request_capacity=_capacity(entry.get("request_capacity"), "request_capacity", fail),
@@ -177,9 +206,16 @@ def _is_http_url(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
 
 
-def _parse_models(raw: object, fail: _Fail) -> dict[str, str]:
+_MODEL_FIELDS = frozenset({"served", "context_window", "context_fallback"})
+_Models = tuple[dict[str, str], dict[str, int], dict[str, str]]
+
+
+def _parse_models(raw: object, fail: _Fail) -> _Models:
+    """`models`: a list of names, or a mapping of requested name -> served name, or ->
+    `{served, context_window, context_fallback}` (all optional; served defaults to the
+    requested name)."""
     if isinstance(raw, list):
-        pairs = [(m, m) for m in raw]
+        pairs: list[tuple[object, object]] = [(m, m) for m in raw]
     elif isinstance(raw, Mapping):
         pairs = list(raw.items())
     else:
@@ -187,18 +223,44 @@ def _parse_models(raw: object, fail: _Fail) -> dict[str, str]:
     if not pairs:
         raise fail("models", "must name at least one model")
     models: dict[str, str] = {}
-    for requested, served in pairs:
-        if (
-            not isinstance(requested, str)
-            or not requested
-            or not isinstance(served, str)
-            or not served
-        ):
+    windows: dict[str, int] = {}
+    fallbacks: dict[str, str] = {}
+    for requested, value in pairs:
+        if not isinstance(requested, str) or not requested:
+            raise fail("models", "model names must be non-empty strings")
+        served: object = value
+        if isinstance(value, Mapping):
+            served = _model_entry(requested, value, windows, fallbacks, fail)
+        if not isinstance(served, str) or not served:
             raise fail("models", "model names must be non-empty strings")
         if requested in models:
             raise fail("models", f"model {requested!r} is listed twice")
         models[requested] = served
-    return models
+    return models, windows, fallbacks
+
+
+def _model_entry(
+    requested: str,
+    entry: Mapping[object, object],
+    windows: dict[str, int],
+    fallbacks: dict[str, str],
+    fail: _Fail,
+) -> object:
+    """One model's mapping form: records its window and fallback, returns the served name."""
+    unknown = sorted(str(k) for k in entry if k not in _MODEL_FIELDS)
+    if unknown:
+        raise fail("models", f"model {requested!r}: unknown field {unknown[0]!r}")
+    window = entry.get("context_window")
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise fail("models", f"model {requested!r}: context_window must be a positive integer")
+        windows[requested] = window
+    fallback = entry.get("context_fallback")
+    if fallback is not None:
+        if not isinstance(fallback, str) or fallback in ("", requested):
+            raise fail("models", f"model {requested!r}: context_fallback must name another model")
+        fallbacks[requested] = fallback
+    return entry.get("served", requested)
 
 
 def _capacity(raw: object, field_name: str, fail: _Fail) -> int | None:

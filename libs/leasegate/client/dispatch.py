@@ -20,6 +20,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -150,6 +151,8 @@ class Dispatch(Generic[T]):
                     continue
                 cited = Citation("retry", lease.link.mint_decision_id, lease.link.key_id)
                 await leases.revoke(lease.link.key_id)  # before the hop: one live lease
+                if verdict.action == "fallback" and verdict.model:
+                    leases.identity = replace(leases.identity, model=verdict.model)
                 lease, retried = await leases.acquire(cited), 0
                 continue
             leases.ended(lease, None)

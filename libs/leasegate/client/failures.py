@@ -11,6 +11,8 @@ asks for a hop only when one can be granted and stops at once when none ever wil
     again  the proxy refused for a moment on its own account (`account-request-capacity-
            exhausted`, `upstream-pool-exhausted`): not qualifying, so no hop; the same key
            may succeed after `retry_after_s`
+    fallback  the proxy named the model's `context_fallback` (`x-leasegate-context-fallback`)
+           on an upstream's context-length error: hop to that model
     stop   anything else: the caller's own request is at fault (400, 404, 413, 422 ...) or
            the key itself was refused (revoked, expired, disabled account)
 
@@ -36,7 +38,7 @@ import httpx
 from leasegate.client import wire
 from leasegate.client.errors import ProxyFailure
 
-Action = Literal["hop", "again", "stop"]
+Action = Literal["hop", "again", "stop", "fallback"]
 
 _HOP_STATUSES = frozenset({401, 402, 403, 408, 429})  # and every 5xx (Anthropic's 529 too)
 _HOP_GATEWAY_CODES = frozenset(
@@ -59,6 +61,8 @@ class Verdict:
     retry_after_s: float | None = None
     transient: bool = False
     """Worth one more try on the same lease: nothing reached the caller yet."""
+    model: str | None = None
+    """For "fallback": the model to hop to (the request exceeded this one's context)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,7 @@ class _Seen:
     code: str | None
     gateway: bool
     retry_after_s: float | None
+    context_fallback: str | None = None
 
 
 def classify_failure(error: BaseException) -> Verdict:
@@ -86,6 +91,8 @@ def classify_failure(error: BaseException) -> Verdict:
 
 def _by_status(seen: _Seen) -> Verdict:
     label = f"status {seen.status}" + (f" {seen.code}" if seen.code else "")
+    if seen.context_fallback and not seen.gateway:
+        return Verdict("fallback", label, model=seen.context_fallback)
     if seen.status is None or seen.status < 300:
         # an error event inside a 200 stream: the provider's, or the one the proxy appends
         # when the upstream stalls or cuts the stream; either way qualifying evidence
@@ -110,7 +117,9 @@ def _by_status(seen: _Seen) -> Verdict:
 def _seen(error: BaseException) -> _Seen | None:
     """Status, code and origin of a failure that carried an HTTP answer; None otherwise."""
     if isinstance(error, ProxyFailure):
-        return _Seen(error.status, error.code, error.gateway, error.retry_after_s)
+        return _Seen(
+            error.status, error.code, error.gateway, error.retry_after_s, error.context_fallback
+        )
     if isinstance(error, httpx.HTTPStatusError):
         response = error.response
         try:
@@ -138,9 +147,12 @@ def _from_body(status: int, body: Any, headers: Mapping[str, str] | None) -> _Se
         value = error.get("retry_after_s")
         if isinstance(value, int | float) and not isinstance(value, bool):
             retry_after = float(value)
-    if retry_after is None and headers is not None:
-        retry_after = wire.retry_after_header(headers)
-    return _Seen(status, code, gateway, retry_after)
+    fallback = None
+    if headers is not None:
+        if retry_after is None:
+            retry_after = wire.retry_after_header(headers)
+        fallback = headers.get(wire.CONTEXT_FALLBACK_HEADER)
+    return _Seen(status, code, gateway, retry_after, fallback)
 
 
 def _is_connection_failure(error: BaseException) -> bool:

@@ -196,6 +196,10 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
     )
 
 
+CONTEXT_FALLBACK_HEADER = "x-leasegate-context-fallback"
+"""On an upstream's context-length error: the requested model a hop may switch to."""
+
+
 def retry_after_header(headers: Mapping[str, str]) -> float | None:
     """`retry-after-ms` (OpenAI's, sub-second) else `Retry-After`, in seconds (the gateway
     sends delta-seconds, never a date; an upstream's date is not read)."""

@@ -22,6 +22,7 @@ Outcome = Literal[
     "connect-error",
     "client-abort",
     "refused",
+    "context-length-exceeded",
 ]
 Scope = Literal["model", "account"]
 

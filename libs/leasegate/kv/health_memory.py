@@ -94,7 +94,7 @@ class InProcessHealthStore:
         if classification.resets_streak:
             return self._succeed(account_id, served_model, now, trial or Admitted())
         policy = self._policy
-        match classification.scope:
+        match classification.health_scope:
             case "model":
                 key: _Key = (account_id, served_model)
                 threshold = policy.failure_threshold

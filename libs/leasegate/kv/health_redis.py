@@ -219,9 +219,9 @@ class RedisHealthStore:
         policy = self._policy
         if classification.resets_streak:
             op, threshold = "success", 0
-        elif classification.scope == "model":
+        elif classification.health_scope == "model":
             op, threshold = "model", policy.failure_threshold
-        elif classification.scope == "account":
+        elif classification.health_scope == "account":
             op, threshold = "account", policy.account_failure_threshold
         else:
             return []

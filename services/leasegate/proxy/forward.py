@@ -117,7 +117,11 @@ async def _rewrite_body(
     if not isinstance(model, str):
         raise GatewayError("invalid-request", "the body needs a string 'model'")
     attempt.requested_model = model
-    if model not in (key.model, key.served_model):
+    if model not in (key.model, key.served_model) and (
+        runtime.registry.context_fallback(model) != key.model
+    ):
+        # a key minted for a model's context_fallback also takes the original model's name,
+        # so a worker that keeps sending it reaches the larger window unchanged
         raise GatewayError("model-not-permitted", f"this key may call {key.model!r} only")
     attempt.stream = body.get("stream") is True
     body["model"] = key.served_model

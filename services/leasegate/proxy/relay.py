@@ -40,6 +40,8 @@ from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
 
 log = logging.getLogger("leasegate.proxy")
 
+CONTEXT_FALLBACK_HEADER = b"x-leasegate-context-fallback"
+
 _PASSED_HEADERS = (
     "content-type",
     "retry-after",
@@ -127,6 +129,10 @@ class BufferedRelay(_Relay):
             await runtime.release_slot(attempt)
             headers = _response_headers(attempt, upstream)
             headers.append((b"content-length", str(len(body)).encode()))
+            if observation.context_length and attempt.key is not None:
+                if fallback := runtime.registry.context_fallback(attempt.key.model):
+                    # where Dispatch may hop now: the one hop that changes model
+                    headers.append((CONTEXT_FALLBACK_HEADER, fallback.encode()))
             await send(
                 {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
             )

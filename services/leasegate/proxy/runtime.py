@@ -50,7 +50,8 @@ class ProxyRuntime:
         self.evidence.add(row)
         self.metrics.observe(row)
         key = attempt.key
-        if key is None or (classification.scope is None and not classification.resets_streak):
+        feeds_health = classification.health_scope is not None or classification.resets_streak
+        if key is None or not feeds_health:
             return
         try:
             transitions: list[HealthTransition] = await self.health.record(
