@@ -185,7 +185,12 @@ async def test_a_hanging_upstream_ends_at_the_deadline(
 async def test_waits_out_a_cooldown_within_the_deadline(
     make_pool: PoolFactory, http: httpx.AsyncClient
 ) -> None:
-    cooling = {"LEASEGATE_FAILURE_THRESHOLD": "1", "LEASEGATE_BASE_COOLDOWN_S": "1"}
+    # 2 s: the first dispatch's held hop (its evidence row is buffered) may itself take 1 s
+    cooling = {
+        "LEASEGATE_FAILURE_THRESHOLD": "1",
+        "LEASEGATE_BASE_COOLDOWN_S": "2",
+        "LEASEGATE_COOLDOWN_JITTER": "0",
+    }
     async with make_pool(cooling) as pool:
         pool.primary_script.reply = Reply(status=429)
 
