@@ -218,8 +218,13 @@ async def test_a_400_refusal_passes_through_and_does_not_qualify(
     assert response.status_code == 400
     assert json.loads(raw) == {"error": error}  # the upstream's own body, unchanged
     row = await only_row(gw, minted)
-    assert_row(row, "upstream-error", None, False)
+    if error["code"] == "context_length_exceeded":
+        # its own class: model scope on the row, yet no health failure and no ordinary hop
+        assert_row(row, "context-length-exceeded", "model", False)
+        assert row["error_code"] == "context_length_exceeded"
+    else:
+        assert_row(row, "upstream-error", None, False)
+        assert row["error_code"] == "http-400"
     assert row["upstream_status"] == 400
-    assert row["error_code"] == "http-400"
     await assert_healthy(gw, "openai-main")
     assert gw.upstreams[0].count == 1
