@@ -46,8 +46,11 @@ class Settings(BaseSettings):
     account_failure_threshold: int = Field(default=2, ge=1)
     base_cooldown_s: PositiveSeconds = 30.0
     max_cooldown_s: PositiveSeconds = 600.0
+    cooldown_jitter: float = Field(default=0.2, ge=0.0, lt=1.0)
+    """Each cooldown window is shortened by base x a fraction drawn from [0, this)."""
     upstream_headers_timeout_s: PositiveSeconds = 30.0
-    first_token_timeout_s: PositiveSeconds | None = None
+    first_token_timeout_s: PositiveSeconds = 120.0
+    """Reasoning models send nothing that answers while they think: see upstream-failures.md."""
     stream_idle_timeout_s: PositiveSeconds = 60.0
     upstream_max_connections: int = Field(default=256, ge=1)
     """Default size of each account's own connection pool."""
