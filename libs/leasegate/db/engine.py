@@ -42,7 +42,8 @@ class Deadlines:
     """Postgres call deadlines; the defaults are those of `LEASEGATE_DATABASE_*_TIMEOUT_S`."""
 
     connect_s: float = 3.0
-    command_s: float = 5.0
+    command_s: float | None = 5.0
+    """None: statements are not bounded (migrations)."""
 
 
 def make_engine(
@@ -63,8 +64,13 @@ def make_engine(
         engine = create_async_engine(url, **options)
         _tune_sqlite(engine, wal=not in_memory)
         return engine
-    limits = deadlines or Deadlines()
-    options["connect_args"] = {"timeout": limits.connect_s, "command_timeout": limits.command_s}
+    # Without explicit deadlines (migrations, tools) a connection attempt is still bounded,
+    # but a statement may take as long as it needs: a migration must never be cut short.
+    limits = deadlines or Deadlines(command_s=None)
+    connect_args: dict[str, float] = {"timeout": limits.connect_s}
+    if limits.command_s is not None:
+        connect_args["command_timeout"] = limits.command_s
+    options["connect_args"] = connect_args
     if poolclass is not None:
         options["poolclass"] = poolclass
     else:
