@@ -69,7 +69,7 @@ class KeyResolver:
             # The database cannot answer: for the next STALE_GRACE_S, known keys do not wait
             # for its deadline, and a key this process already knows keeps serving. resolve()
             # still refuses it once expired or revoked (fan-out lands in the deny list).
-            self._database_out_until = now + STALE_GRACE_S
+            self._database_out_until = self._clock.monotonic() + STALE_GRACE_S
             if hit is None:
                 raise
             return hit[0]
