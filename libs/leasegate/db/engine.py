@@ -1,8 +1,8 @@
 """One async engine per process, tuned per database.
 
-Postgres (production): every call has a deadline (`Deadlines`): opening a connection and
-waiting for a pooled one are bounded by `connect_s`, each statement by `command_s` (asyncpg's
-`timeout` and `command_timeout`). A partitioned database therefore fails a call within a few
+Postgres (production): every call has a deadline (`Deadlines`): opening a connection is
+bounded by `connect_s`, each statement by `command_s` (asyncpg's `timeout` and
+`command_timeout`). A partitioned database therefore fails a call within a few
 seconds (`TimeoutError`, answered 503 `unavailable`) instead of holding it for the partition's
 length; the pool pings a connection before lending it, so one that died with the database is
 replaced, not reused.
@@ -35,6 +35,9 @@ from sqlalchemy.pool import Pool, StaticPool
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PING_TIMEOUT_S = 2.0
+POOL_WAIT_S = 30.0
+"""A burst (hundreds of mints queued on one account's row lock) waits this long for a pooled
+connection; every holder is itself bounded by the deadlines, so a partition frees them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,7 @@ def make_engine(
         options["poolclass"] = poolclass
     else:
         options.update(
-            pool_size=10, max_overflow=10, pool_timeout=limits.connect_s, pool_pre_ping=True
+            pool_size=10, max_overflow=10, pool_timeout=POOL_WAIT_S, pool_pre_ping=True
         )
     return create_async_engine(url, **options)
 
