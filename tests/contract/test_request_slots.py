@@ -256,12 +256,13 @@ async def test_keeper_release_survives_a_store_error(
 
 
 async def test_keeper_retries_a_failed_release_until_it_lands(
-    redis_client: aioredis.Redis, redis_prefix: str, clock: FakeClock
+    redis_client: RedisClient, redis_prefix: str, clock: FakeClock
 ) -> None:
     slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
     keeper = SlotKeeper(slots, clock)
     assert await keeper.acquire("acct", "r1", 2)
-    key, hidden = slots.key("acct"), f"{redis_prefix}:hidden"
+    key = slots.key("acct")
+    hidden = f"{key}:hidden"  # the same hash tag: one slot on a cluster too
     await redis_client.rename(key, hidden)
     await redis_client.set(key, "clobbered")  # the store fails every release for now
     started = time.monotonic()
