@@ -1,6 +1,6 @@
 """Spend: what a request cost and whether a budget has room. Pure: decimals, no I/O."""
 
-from leasegate.spend.budget import Budget, Spent, exhausted
+from leasegate.spend.budget import Budget, Spent, billionths, exhausted, spent_of
 from leasegate.spend.period import (
     PERIODS,
     Period,
@@ -21,11 +21,13 @@ __all__ = [
     "Spent",
     "TenantBudget",
     "TokenCounts",
+    "billionths",
     "cost_of",
     "exhausted",
     "parse_prices",
     "period_end",
     "period_start",
     "seconds_left",
+    "spent_of",
     "tenant_total_id",
 ]

@@ -24,6 +24,7 @@ from leasegate.control_plane.idempotency import fingerprint, replay
 from leasegate.control_plane.refusals import Start, refuse, start_of
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import MintBody
+from leasegate.control_plane.tenants import tenant_budget_refusal
 from leasegate.control_plane.views import mint_view
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError, PassOver
@@ -93,6 +94,9 @@ async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[s
         unknown = GatewayError("model-not-served", f"no account serves {body.model!r}")
         await refuse(runtime, body, start, unknown)
     await _hold_while_chain_corrupt(runtime, body, start)
+    over_budget = await tenant_budget_refusal(runtime, body.tenant)
+    if over_budget is not None:
+        await refuse(runtime, body, start, over_budget)
     return await _walk(runtime, body, start, candidates, ttl_s)
 
 

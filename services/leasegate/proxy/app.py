@@ -14,6 +14,7 @@ from starlette.routing import Route
 from leasegate.config import Config
 from leasegate.core.clock import Clock, SystemClock, new_id
 from leasegate.core.errors import GatewayError
+from leasegate.db.audit import AuditRepository
 from leasegate.keys import parse_key
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
@@ -24,6 +25,7 @@ from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.relay import refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.spend import SpendGate
+from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
@@ -48,7 +50,13 @@ def build_proxy_runtime(
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(stores.store, flush_interval_s=settings.evidence_flush_interval_s),
         metrics=ProxyMetrics(metrics_registry),
-        spend=SpendGate(config.registry, stores.spend, keep_s=settings.key_max_ttl_s),
+        spend=SpendGate(
+            config.registry,
+            stores.spend,
+            keep_s=settings.key_max_ttl_s,
+            tenants=TenantBudgetWatch(AuditRepository(stores.database), settings.audit_key, clock),
+            clock=clock,
+        ),
     )
 
 
