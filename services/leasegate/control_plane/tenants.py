@@ -3,6 +3,7 @@ the tenant's running total, and the mint's refusal once a tenant has spent its b
 
     POST /control/v2/tenants/{tenant}/budget   admin tokens only; body `TenantBudgetBody`
     GET  /control/v2/tenants/{tenant}/budget   the budget (or null) and this period's spend
+                                               (a tenant may contain `/`: `acme/web`)
     GET  /control/v2/tenants                   every budgeted tenant, with its spend
 
 The running total is the spend store's (Redis in production), added to by the proxies as each
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # the runtime module imports the overlay, which this module a
     from leasegate.control_plane.runtime import ControlRuntime
 
 _COST = r"^[0-9]{1,11}(\.[0-9]{1,9})?$"
+TenantPath = Annotated[str, Path(pattern=ID_PATTERN)]
 
 
 class TenantBudgetBody(Strict):
@@ -74,11 +76,10 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
         return require_admin(runtime.auth.authenticate(authorization))
 
     router = APIRouter()
-    tenant_path = Path(pattern=ID_PATTERN)
 
-    @router.post("/tenants/{tenant}/budget", dependencies=[Depends(admin)])
+    @router.post("/tenants/{tenant:path}/budget", dependencies=[Depends(admin)])
     async def set_budget(
-        tenant: Annotated[str, tenant_path],
+        tenant: TenantPath,
         body: TenantBudgetBody,
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
@@ -94,8 +95,8 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
         view = await tenant_view(runtime, tenant)
         return {**view, "record": budget_record_view(record)}
 
-    @router.get("/tenants/{tenant}/budget")
-    async def read_budget(tenant: Annotated[str, tenant_path]) -> dict[str, Any]:
+    @router.get("/tenants/{tenant:path}/budget")
+    async def read_budget(tenant: TenantPath) -> dict[str, Any]:
         return await tenant_view(runtime, tenant)
 
     @router.get("/tenants")
