@@ -25,13 +25,20 @@ import httpx
 import pytest
 
 from leasegate.cli.dev import create_dev_app
+from leasegate.cli.main import main
 from leasegate.config import load_config
 from leasegate.control_plane.app import create_control_plane_app
 from leasegate.db.migrate import upgrade
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from leasegate.spend import seconds_left
 from tests.fixtures.deployments import shared_stores
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.gateway import (
+    ADMIN_TOKEN,
+    CONTROL_TOKEN,
+    account_entry,
+    gateway_env,
+    running_gateway,
+)
 from tests.fixtures.servers import leasegate_process, serve
 
 PER_REQUEST = 16
@@ -290,3 +297,31 @@ async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_en
             assert (await site.chat(key)).status_code == 200
             status = await site.get(f"/tenants/{tenant}/budget")
             assert (status["spent"]["cost"], status["spent"]["exhausted"]) == ("0.000065", True)
+
+
+async def test_the_cli_sets_lists_and_clears_a_tenants_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
+        env = env_of(tmp_path, accounts(primary, backup), {})
+        async with running_gateway(env, [primary, backup]) as gw:
+            base = ["--url", gw.url, "--token", ADMIN_TOKEN]
+
+            def cli(*argv: str) -> int:
+                return main(["tenants", *argv, *base])
+
+            set_ = ("budget", "acme/web", "--period", "day", "--max-cost", "2.50")
+            assert await asyncio.to_thread(cli, *set_, "--reason", "pilot") == 0
+            assert capsys.readouterr().out == "acme/web: 2.5 USD per day at revision 1\n"
+            assert await asyncio.to_thread(cli, "list") == 0
+            listed = capsys.readouterr().out.splitlines()
+            assert listed[0] == "revision 1  chain ok  USD"
+            assert listed[2].split() == ["acme/web", "day", "-", "2.5", "0", "tokens,", "0"]
+            no_bound = await asyncio.to_thread(cli, "budget", "acme/web", "--reason", "x")
+            assert no_bound == 1
+            assert "invalid-request" in capsys.readouterr().err
+            clear = ("budget", "acme/web", "--clear", "--reason", "pilot over")
+            assert await asyncio.to_thread(cli, *clear) == 0
+            assert capsys.readouterr().out == "acme/web: no budget at revision 2\n"
+            audit = await gw.control_get("/audit")
+            assert [r["state"] for r in audit["records"]] == ["set", "cleared"]
