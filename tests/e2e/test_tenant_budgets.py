@@ -291,6 +291,11 @@ async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_en
             status = await site.get(f"/tenants/{tenant}/budget")
             assert status["spent"]["cost"] == "0.000065"
             assert status["spent"]["period_end"] == "2027-01-01T00:00:00.000Z"
+            metrics = (await client.get(f"{url}/metrics")).text
+            gauge = 'leasegate_tenant_budget_spent_fraction{period="month",tenant="acme/monthly"}'
+            assert f"{gauge} 1.0" in metrics.splitlines()
+            cost = 'leasegate_proxy_cost_total{account="primary",model="gpt-4o-a"}'
+            assert f"{cost} 6.5e-05" in metrics.splitlines()
 
             clock.at += timedelta(seconds=60)  # January: a new period, a new running total
             assert (await site.mint(tenant, "d-2")).status_code == 201

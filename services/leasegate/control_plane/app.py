@@ -14,6 +14,7 @@ from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.body_limit import BodyLimitMiddleware
@@ -48,6 +49,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     runtime = build_control_runtime(config, stores, the_clock, metrics_registry)
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     capacity_gauges = CapacityGauges(runtime, metrics_registry)
+    tenant_gauges = TenantBudgetGauges(runtime, metrics_registry)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -69,7 +71,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         ops_router(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
-            refresh=(health_gauges.refresh, capacity_gauges.refresh),
+            refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
             report=runtime.overlay.report,
         )
     )
