@@ -10,6 +10,9 @@ on the control plane is enforced by every replica within `REFRESH_S`.
 
 A chain that does not verify, or a database that cannot be read, keeps the last verified
 budgets (logged): nothing newer can be vouched for, and dropping budgets would fail open.
+After a failed read no request waits for the next one (it runs in the background every
+`FRESH_S`) until a read succeeds again: a database outage must not slow every request down
+while the proxy still serves from its key cache.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class TenantBudgetWatch:
         self._head: ChainHead | None = None
         self._read_at: float | None = None
         self._pending: asyncio.Task[None] | None = None
+        self._reads_ok = True
+        """Whether the last read succeeded: only then does a stale answer wait for a read."""
 
     async def budgets(self) -> Mapping[str, TenantBudget]:
         read_at = self._read_at
@@ -54,7 +59,7 @@ class TenantBudgetWatch:
         if pending is None:
             pending = self._pending = asyncio.ensure_future(self._refresh())
             pending.add_done_callback(self._settled)
-        if age is None or age >= REFRESH_S:
+        if self._reads_ok and (age is None or age >= REFRESH_S):
             await asyncio.shield(pending)
         return self._budgets
 
@@ -72,7 +77,11 @@ class TenantBudgetWatch:
                     self._accept(fold(snapshot.records, snapshot.anchor, key=self._key), head)
         except STORE_ERRORS as exc:  # TimeoutError included: it is an OSError
             log.warning("tenant budgets not refreshed", extra={"error": type(exc).__name__})
-        # a failed read is retried after FRESH_S, not on every request
+            self._reads_ok = False
+            # retried in the background FRESH_S from now, not by every request
+            self._read_at = self._clock.monotonic()
+            return
+        self._reads_ok = True
         self._read_at = started
 
     def _accept(self, verdict: ChainVerdict, head: ChainHead) -> None:
