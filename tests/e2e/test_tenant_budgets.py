@@ -30,6 +30,7 @@ from leasegate.config import load_config
 from leasegate.control_plane.app import create_control_plane_app
 from leasegate.db.migrate import upgrade
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
+from leasegate.proxy.tenant_budgets import REFRESH_S
 from leasegate.spend import seconds_left
 from tests.fixtures.deployments import shared_stores
 from tests.fixtures.gateway import (
@@ -302,6 +303,39 @@ async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_en
             assert (await site.chat(key)).status_code == 200
             status = await site.get(f"/tenants/{tenant}/budget")
             assert (status["spent"]["cost"], status["spent"]["exhausted"]) == ("0.000065", True)
+
+
+async def test_a_budget_set_mid_period_counts_the_tenants_spend_so_far(
+    tmp_path: Path, stores: dict[str, str]
+) -> None:
+    async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
+        env = env_of(tmp_path, accounts(primary, backup), stores)
+        config = load_config(env)
+        await asyncio.to_thread(upgrade, config.settings.database_url)
+        async with serve(create_dev_app(config, migrate=False)) as url:
+            async with httpx.AsyncClient(timeout=30) as client:
+                site = Site(url, [url], client)
+                key = await site.minted("acme/web", "d-1")
+                other = await site.minted("acme/api", "d-1")
+                for spender in (key, key, other):
+                    assert (await site.chat(spender)).status_code == 200
+                for minted, count in ((key, 2), (other, 1)):
+                    path = f"/evidence?decision_id={minted['mint_decision_id']}"
+                    for _ in range(200):
+                        if len((await site.get(path))["evidence"]) == count:
+                            break
+                        await asyncio.sleep(0.025)
+
+                budget = {"expected_revision": 0, "period": "day", "max_tokens": 3 * PER_REQUEST}
+                answer = await site.set_budget("acme/web", budget)
+                assert answer.status_code == 200, answer.text
+                spent = answer.json()["spent"]
+                assert (spent["tokens"], spent["exhausted"]) == (2 * PER_REQUEST, False)
+                assert spent["cost"] == "0.00013"  # two requests' evidence, not acme/api's
+                await asyncio.sleep(REFRESH_S)  # the proxy learns budgets within this age
+                assert (await site.chat(key)).status_code == 200  # 48: reached
+                await all_refuse(site, [key], "tenant-budget-exhausted")
+                assert (await site.chat(other)).status_code == 200
 
 
 async def test_the_cli_sets_lists_and_clears_a_tenants_budget(

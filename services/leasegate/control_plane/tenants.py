@@ -12,7 +12,8 @@ request of a budgeted tenant finishes, one total per tenant and UTC period.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path
@@ -25,9 +26,12 @@ from leasegate.control_plane.views import money
 from leasegate.core.clock import iso
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.spend import ChainSpend
+from leasegate.db.usage import UsageGroup
 from leasegate.spend import (
     Spent,
     TenantBudget,
+    TokenCounts,
+    billionths,
     exhausted,
     period_end,
     period_start,
@@ -91,7 +95,9 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
             actor=caller.name,
             on_behalf_of=body.on_behalf_of,
         )
+        before = (await runtime.overlay.verdict()).budgets.get(tenant)
         record, _ = await runtime.overlay.mutate(change)
+        await seed_from_evidence(runtime, tenant, before)
         view = await tenant_view(runtime, tenant)
         return {**view, "record": budget_record_view(record)}
 
@@ -172,6 +178,45 @@ async def tenant_spent(
 ) -> Spent:
     tokens, cost = await store.spent(tenant_total_id(tenant, budget.period, now))
     return spent_of(tokens, cost)
+
+
+async def seed_from_evidence(
+    runtime: ControlRuntime, tenant: str, before: TenantBudget | None
+) -> None:
+    """A budget new to this period starts its running total from the tenant's evidence since
+    the period began: the proxies only count a tenant once they know its budget. Done after
+    the append and only while the total is still empty, so a proxy that has already started
+    counting is never counted over (docs/spend.md states the window this leaves)."""
+    budget = (await runtime.overlay.verdict()).budgets.get(tenant)
+    if budget is None or (before is not None and before.period == budget.period):
+        return
+    now = runtime.clock.now()
+    total_id = tenant_total_id(tenant, budget.period, now)
+    store = runtime.stores.spend
+    if await store.spent(total_id) != (0, 0):
+        return
+    since, until = period_start(now, budget.period), now + timedelta(microseconds=1)
+    # by account: providers count cached input differently (leasegate.spend.prices)
+    found = await runtime.stores.store.usage(
+        since, until, ("account",), limit=10_000, tenant=tenant
+    )
+    tokens = sum(_tokens_of(runtime, group) for group in found)
+    cost = sum((group.cost for group in found if group.cost is not None), Decimal(0))
+    keep_s = seconds_left(now, budget.period) + 86_400.0
+    if tokens or cost:
+        await store.add(total_id, tokens, billionths(cost), keep_s)
+
+
+def _tokens_of(runtime: ControlRuntime, group: UsageGroup) -> int:
+    account = runtime.registry.account(group.keys.get("account") or "")
+    counts = TokenCounts(
+        group.input_tokens,
+        group.output_tokens,
+        group.cache_read_input_tokens,
+        group.cache_creation_input_tokens,
+        input_includes_cache=account.input_includes_cache if account is not None else False,
+    )
+    return counts.total
 
 
 async def tenant_budget_refusal(runtime: ControlRuntime, tenant: str) -> GatewayError | None:
