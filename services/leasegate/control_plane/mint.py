@@ -94,9 +94,7 @@ async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[s
         unknown = GatewayError("model-not-served", f"no account serves {body.model!r}")
         await refuse(runtime, body, start, unknown)
     await _hold_while_chain_corrupt(runtime, body, start)
-    over_budget = await tenant_budget_refusal(runtime, body.tenant)
-    if over_budget is not None:
-        await refuse(runtime, body, start, over_budget)
+    await _hold_while_tenant_over_budget(runtime, body, start)
     return await _walk(runtime, body, start, candidates, ttl_s)
 
 
@@ -111,6 +109,14 @@ async def _hold_while_chain_corrupt(runtime: ControlRuntime, body: MintBody, sta
             "repairs it",
         )
         await refuse(runtime, body, start, held)
+
+
+async def _hold_while_tenant_over_budget(
+    runtime: ControlRuntime, body: MintBody, start: Start
+) -> None:
+    over_budget = await tenant_budget_refusal(runtime, body.tenant)
+    if over_budget is not None:
+        await refuse(runtime, body, start, over_budget)
 
 
 async def _walk(
@@ -145,6 +151,7 @@ async def _walk(
                 ) from None
             runtime.overlay.forget()
             await _hold_while_chain_corrupt(runtime, body, start)
+            await _hold_while_tenant_over_budget(runtime, body, start)  # a budget may have moved
             facts = await runtime.facts(candidates)
             position, passed_over = start.position or 0, ()
         except LeaseCapacityExhausted:
