@@ -111,12 +111,15 @@ def refused(response: httpx.Response, code: str, status: int = 402) -> dict[str,
 
 
 async def all_refuse(site: Site, keys: list[dict[str, Any]], code: str) -> float:
-    """Seconds until every proxy refuses every key with `code` (polled; bounded)."""
+    """Seconds from now to the start of the first round of requests that every proxy refused
+    for every key with `code` (polled; bounded). A round's own latency is not counted: the
+    refusals were in place when it started."""
     started = time.monotonic()
     while time.monotonic() - started < 5 * CROSSING_BOUND_S:
+        round_at = time.monotonic()
         answers = [await site.chat(k, via) for k in keys for via in range(len(site.proxies))]
         if all(a.status_code == 402 and a.json()["error"]["code"] == code for a in answers):
-            return time.monotonic() - started
+            return round_at - started
         await asyncio.sleep(0.05)
     raise AssertionError(f"the proxies did not all refuse with {code}")
 
