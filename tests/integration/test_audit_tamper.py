@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
+from decimal import Decimal
 
 import pytest
 import redis.asyncio as aioredis
@@ -13,13 +14,15 @@ from pydantic import SecretStr
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from leasegate.audit import rehashed
-from leasegate.control_plane.overlay import AdminOverlay, StateChange
+from leasegate.audit import BudgetFields, rehashed
+from leasegate.control_plane.overlay import AdminOverlay, BudgetChange, StateChange
 from leasegate.core.clock import SystemClock
 from leasegate.core.errors import GatewayError
 from leasegate.db import Database, upgrade
 from leasegate.db.audit import AuditRepository
 from leasegate.kv.witness_redis import RedisAuditWitness
+from leasegate.proxy.tenant_budgets import TenantBudgetWatch
+from leasegate.spend import TenantBudget
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -194,3 +197,31 @@ async def test_tampering_reads_corrupt_and_refuses_mutations(
         await chain.change("acct-a", "enabled", verdict.revision, reader)
     assert refused.value.code == "audit-chain-corrupt"
     assert refused.value.status == 503
+
+
+async def test_a_tampered_tenant_budget_reads_corrupt_and_proxies_keep_the_verified_one(
+    chain: Chain,
+) -> None:
+    overlay = chain.overlay()
+    await overlay.mutate(
+        BudgetChange(BudgetFields("acme", "day", 1000, "2.50"), 3, "cap acme", "ops-alice", None)
+    )
+    watch = TenantBudgetWatch(AuditRepository(chain.db), AUDIT_KEY, SystemClock())
+    assert await watch.budgets() == {"acme": TenantBudget("day", 1000, Decimal("2.50"))}
+
+    await chain.owner("UPDATE audit_records SET max_cost = '250000' WHERE seq = 4")
+
+    verdict, _ = await chain.overlay().read_full()
+    assert (verdict.status, verdict.problem, verdict.first_bad_seq) == (
+        "corrupt",
+        "hash-mismatch",
+        4,
+    )
+    assert verdict.budgets == {}
+    fresh = TenantBudgetWatch(AuditRepository(chain.db), AUDIT_KEY, SystemClock())
+    assert await fresh.budgets() == {}  # nothing verified to enforce; the control plane holds
+    await asyncio.sleep(1.05)  # past the watch's refresh age: it reads the tampered chain
+    assert await watch.budgets() == {"acme": TenantBudget("day", 1000, Decimal("2.50"))}
+    with pytest.raises(GatewayError) as refused:
+        await overlay.mutate(BudgetChange(BudgetFields("acme"), 4, "clear", "ops-alice", None))
+    assert refused.value.code == "audit-chain-corrupt"

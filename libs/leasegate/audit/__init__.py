@@ -1,9 +1,12 @@
 """The admin overlay as a tamper-evident audit chain: pure encoding, linking, fold, verify."""
 
 from leasegate.audit.chain import (
+    ACCOUNT_STATE,
     GENESIS,
+    TENANT_BUDGET,
     Anchor,
     AuditRecord,
+    BudgetFields,
     Entry,
     anchor_for,
     link,
@@ -16,20 +19,25 @@ from leasegate.audit.fold import (
     ChainVerdict,
     extend,
     fold,
+    folded_budget,
     folded_state,
 )
 
 __all__ = [
+    "ACCOUNT_STATE",
     "GENESIS",
     "KNOWN_STATES",
+    "TENANT_BUDGET",
     "AdminState",
     "Anchor",
     "AuditRecord",
+    "BudgetFields",
     "ChainVerdict",
     "Entry",
     "anchor_for",
     "extend",
     "fold",
+    "folded_budget",
     "folded_state",
     "link",
     "record_hash",

@@ -4,6 +4,11 @@ A record's hash is SHA-256 over a canonical JSON encoding of every field but the
 `prev_hash` included, so each record commits to the whole chain before it. The anchor (count and
 head hash) is HMAC-SHA256-signed with the audit key when one is configured: without the key
 nobody can produce an anchor for a chain they rewrote.
+
+Two record kinds share the chain. `account-state` records (every record written before tenant
+budgets existed) keep encoding version 1, byte for byte, so every existing chain still
+verifies. `tenant-budget` records use version 2, which covers every field of the record,
+the budget's included; `account_id` is empty and `state` is `set` or `cleared` there.
 """
 
 from __future__ import annotations
@@ -18,6 +23,11 @@ GENESIS = "0" * 64
 """The `prev_hash` of record 1."""
 
 ENCODING_VERSION = 1
+"""The anchor signature's version and the `account-state` records' encoding."""
+BUDGET_ENCODING_VERSION = 2
+
+ACCOUNT_STATE = "account-state"
+TENANT_BUDGET = "tenant-budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +44,21 @@ class Entry:
     account_id: str
     state: str
     reason: str
+    kind: str = ACCOUNT_STATE
+    budget: BudgetFields | None = None
+    """A `tenant-budget` entry's tenant and bounds."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetFields:
+    """What a `tenant-budget` record sets: all bounds None (and no period) clears it."""
+
+    tenant: str
+    period: str | None = None
+    """`day` or `month`."""
+    max_tokens: int | None = None
+    max_cost: str | None = None
+    """The decimal string the operator gave, exact, in the accounts file's currency."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +77,12 @@ class AuditRecord:
     """How many live keys the mutation ended (disable only)."""
     prev_hash: str
     hash: str
+    kind: str = ACCOUNT_STATE
+    """`account-state` or `tenant-budget`; chooses the encoding version."""
+    tenant: str | None = None
+    period: str | None = None
+    max_tokens: int | None = None
+    max_cost: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +96,9 @@ class Anchor:
 
 
 def canonical(record: AuditRecord) -> bytes:
-    """The bytes a record's hash covers: every field but `hash`, sorted keys, no spaces."""
-    fields = {
+    """The bytes a record's hash covers: every field but `hash`, sorted keys, no spaces.
+    An `account-state` record leaves out the budget fields (all None there): version 1."""
+    fields: dict[str, object] = {
         "v": ENCODING_VERSION,
         "seq": record.seq,
         "at": record.at.astimezone(UTC).isoformat(timespec="microseconds"),
@@ -79,7 +111,22 @@ def canonical(record: AuditRecord) -> bytes:
         "revoked_keys": record.revoked_keys,
         "prev_hash": record.prev_hash,
     }
+    if record.kind != ACCOUNT_STATE or _has_budget_fields(record):
+        fields.update(
+            v=BUDGET_ENCODING_VERSION,
+            kind=record.kind,
+            tenant=record.tenant,
+            period=record.period,
+            max_tokens=record.max_tokens,
+            max_cost=record.max_cost,
+        )
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _has_budget_fields(record: AuditRecord) -> bool:
+    # an account-state record carrying budget fields is encoded as v2, so they stay covered
+    fields = (record.tenant, record.period, record.max_tokens, record.max_cost)
+    return any(value is not None for value in fields)
 
 
 def record_hash(record: AuditRecord) -> str:
@@ -88,6 +135,7 @@ def record_hash(record: AuditRecord) -> str:
 
 def link(entry: Entry, *, seq: int, prev_hash: str, revoked_keys: int) -> AuditRecord:
     """The record `entry` becomes when appended after a chain of `seq - 1` records."""
+    budget = entry.budget
     unhashed = AuditRecord(
         seq=seq,
         at=entry.at,
@@ -100,6 +148,11 @@ def link(entry: Entry, *, seq: int, prev_hash: str, revoked_keys: int) -> AuditR
         revoked_keys=revoked_keys,
         prev_hash=prev_hash,
         hash="",
+        kind=entry.kind,
+        tenant=budget.tenant if budget else None,
+        period=budget.period if budget else None,
+        max_tokens=budget.max_tokens if budget else None,
+        max_cost=budget.max_cost if budget else None,
     )
     return rehashed(unhashed)
 

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from leasegate.audit.chain import (
+    ACCOUNT_STATE,
     GENESIS,
+    TENANT_BUDGET,
     Anchor,
     AuditRecord,
     Entry,
@@ -38,6 +40,8 @@ from leasegate.audit.chain import (
     signature_valid,
 )
 from leasegate.core.ports.witness import Witness
+from leasegate.spend import PERIODS, Period, TenantBudget
+from leasegate.spend.prices import parse_amount
 
 ChainStatus = Literal["ok", "absent", "corrupt"]
 AdminState = Literal["enabled", "disabled", "draining"]
@@ -57,6 +61,9 @@ class ChainVerdict:
     first_bad_seq: int | None = None
     problem: str | None = None
     """One of the names in this module's docstring, when corrupt."""
+    budgets: Mapping[str, TenantBudget] = field(default_factory=dict)
+    """tenant -> its budget per period, folded from `tenant-budget` records (the last one per
+    tenant wins; a cleared one removes it); empty when corrupt."""
 
 
 def folded_state(state: str) -> AdminState:
@@ -79,19 +86,46 @@ def fold(
 ) -> ChainVerdict:
     """Verify `records` (ordered by seq) against `anchor`, the audit key and the witness."""
     overlay: dict[str, AdminState] = {}
+    budgets: dict[str, TenantBudget] = {}
     head = GENESIS
     for position, record in enumerate(records, start=1):
         problem = _record_problem(record, position, head)
         if problem is not None:
             return _corrupt(len(records), head, position, problem)
         head = record.hash
-        overlay[record.account_id] = folded_state(record.state)
+        if record.kind == ACCOUNT_STATE:
+            overlay[record.account_id] = folded_state(record.state)
+        elif record.kind == TENANT_BUDGET and record.tenant is not None:
+            _fold_budget(budgets, record)
     count = len(records)
     problem_at = _anchor_problem(records, anchor, key, head) or _witness_problem(records, witness)
     if problem_at is not None:
         problem, first_bad = problem_at
         return _corrupt(count, head, first_bad, problem)
-    return ChainVerdict("ok" if count else "absent", count, head, overlay)
+    return ChainVerdict("ok" if count else "absent", count, head, overlay, budgets=budgets)
+
+
+def folded_budget(record: AuditRecord) -> TenantBudget | None:
+    """The budget a verified `tenant-budget` record sets; None when it clears it. A period
+    or amount this build cannot read folds as None too (nothing to enforce is the only
+    reading that never refuses on a guess)."""
+    if record.period not in PERIODS or (record.max_tokens is None and record.max_cost is None):
+        return None
+    try:
+        cost = None if record.max_cost is None else parse_amount(record.max_cost, "max_cost")
+    except ValueError:
+        return None
+    period: Period = "day" if record.period == "day" else "month"
+    return TenantBudget(period, record.max_tokens, cost)
+
+
+def _fold_budget(budgets: dict[str, TenantBudget], record: AuditRecord) -> None:
+    assert record.tenant is not None  # noqa: S101 - checked by the caller
+    budget = folded_budget(record)
+    if budget is None:
+        budgets.pop(record.tenant, None)
+    else:
+        budgets[record.tenant] = budget
 
 
 def _record_problem(record: AuditRecord, position: int, prev_hash: str) -> str | None:

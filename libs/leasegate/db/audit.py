@@ -153,6 +153,11 @@ def _record(row: Row[Any]) -> AuditRecord:
         revoked_keys=row.revoked_keys,
         prev_hash=row.prev_hash,
         hash=row.hash,
+        kind=row.kind,
+        tenant=row.tenant,
+        period=row.period,
+        max_tokens=row.max_tokens,
+        max_cost=row.max_cost,
     )
 
 
@@ -177,4 +182,9 @@ def _values(record: AuditRecord) -> dict[str, object]:
         "revoked_keys": record.revoked_keys,
         "prev_hash": record.prev_hash,
         "hash": record.hash,
+        "kind": record.kind,
+        "tenant": record.tenant,
+        "period": record.period,
+        "max_tokens": record.max_tokens,
+        "max_cost": record.max_cost,
     }

@@ -48,7 +48,9 @@ class UsageRepository:
         *,
         limit: int,
         offset: int = 0,
+        tenant: str | None = None,
     ) -> list[UsageGroup]:
+        """`tenant`, when given, keeps only the rows of that tenant's decisions."""
         columns = {name: self._group_column(name) for name in group_by}
         query: Any = select(
             *(column.label(name) for name, column in columns.items()),
@@ -59,10 +61,12 @@ class UsageRepository:
             func.coalesce(func.sum(_E.cache_creation_input_tokens), 0).label("cache_creation"),
             func.sum(_E.cost).label("cost"),
         ).where(_E.started_at >= since, _E.started_at < until)
-        if "tenant" in columns:
+        if "tenant" in columns or tenant is not None:
             query = query.select_from(_E).outerjoin(
                 MintDecisionRow, MintDecisionRow.id == _E.mint_decision_id
             )
+        if tenant is not None:
+            query = query.where(MintDecisionRow.tenant == tenant)
         if columns:
             query = query.group_by(*columns.values()).order_by(*columns.values())
         query = query.limit(limit).offset(offset)

@@ -31,6 +31,19 @@ class Spent:
         return Spent(self.tokens + tokens, self.cost + (cost or Decimal(0)))
 
 
+_BILLION = Decimal(1_000_000_000)
+
+
+def spent_of(tokens: int, cost_billionths: int) -> Spent:
+    """A running total as the spend store keeps it (integers) back in the currency."""
+    return Spent(tokens, Decimal(cost_billionths) / _BILLION)
+
+
+def billionths(cost: Decimal | None) -> int:
+    """A cost (already quantized to a billionth) as the integer the spend store adds."""
+    return int((cost or Decimal(0)) * _BILLION)
+
+
 def exhausted(budget: Budget, spent: Spent) -> bool:
     """Whether a further request must be refused."""
     if budget.max_tokens is not None and spent.tokens >= budget.max_tokens:

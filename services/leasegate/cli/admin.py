@@ -3,6 +3,7 @@
     leasegate accounts list
     leasegate accounts disable|enable|drain ID --reason TEXT [--on-behalf-of NAME]
     leasegate audit verify
+    leasegate tenants list | budget TENANT ...   (leasegate.cli.tenants)
 
 `--url` (default http://127.0.0.1:8080) names the control plane; the token is `--token` or
 LEASEGATE_ADMIN_TOKEN. Exit codes: 0 done (for `audit verify`: the chain is ok), 1 refused
@@ -20,9 +21,10 @@ import httpx
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from leasegate.cli.tenants import add_tenants_command, run_tenants
 from leasegate.cli.usage import add_usage_command, print_usage
 
-ADMIN_COMMANDS = frozenset({"accounts", "audit", "usage"})
+ADMIN_COMMANDS = frozenset({"accounts", "audit", "usage", "tenants"})
 DEFAULT_URL = "http://127.0.0.1:8080"
 _STATES = {"disable": "disabled", "enable": "enabled", "drain": "draining"}
 
@@ -52,6 +54,7 @@ def add_admin_commands(commands: Any) -> None:
     audit_actions = audit.add_subparsers(dest="action", required=True)
     _client_options(audit_actions.add_parser("verify", help="exit 0 only when the chain is ok"))
     add_usage_command(commands, _client_options)
+    add_tenants_command(commands, _client_options)
 
 
 def _client_options(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +77,8 @@ def run_admin(args: argparse.Namespace) -> int:
                 return _verify(client)
             if args.command == "usage":
                 return print_usage(client, args)
+            if args.command == "tenants":
+                return run_tenants(client, args, _refused)
             if args.action == "list":
                 return _list(client)
             return _change(client, args)

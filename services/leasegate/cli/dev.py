@@ -15,6 +15,7 @@ from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.openapi import install_openapi
 from leasegate.control_plane.routes import control_router
+from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.migrate import upgrade
 from leasegate.proxy.app import build_proxy_runtime, proxy_routes, start_proxy, stop_proxy
@@ -66,11 +67,12 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     app.router.routes.extend(proxy_routes(proxy))
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     capacity_gauges = CapacityGauges(control, metrics_registry)
+    tenant_gauges = TenantBudgetGauges(control, metrics_registry)
     app.include_router(
         ops_router(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
-            refresh=(health_gauges.refresh, capacity_gauges.refresh),
+            refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
             report=control.overlay.report,
             accounts=config.registry,
         )

@@ -6,12 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header
 
-from leasegate.audit import AuditRecord
+from leasegate.audit import ACCOUNT_STATE, AuditRecord
 from leasegate.control_plane.accounts import accounts_view
 from leasegate.control_plane.overlay import StateChange
 from leasegate.control_plane.paths import known_id
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import StateBody
+from leasegate.control_plane.tenants import budget_record_view
 from leasegate.core.clock import iso
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import KeyRecord
@@ -78,7 +79,10 @@ async def change_state(
 
 
 def record_view(record: AuditRecord) -> dict[str, Any]:
+    if record.kind != ACCOUNT_STATE:
+        return budget_record_view(record)
     return {
+        "kind": record.kind,
         "seq": record.seq,
         "at": iso(record.at),
         "actor": record.actor,

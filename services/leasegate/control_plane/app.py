@@ -15,6 +15,7 @@ from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.openapi import install_openapi
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.evidence_upkeep import EvidenceUpkeep
 from leasegate.db.partitions import EvidencePartitions
@@ -58,6 +59,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     capacity_gauges = CapacityGauges(runtime, metrics_registry)
     upkeep = evidence_upkeep(config, stores, the_clock)
+    tenant_gauges = TenantBudgetGauges(runtime, metrics_registry)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -86,7 +88,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         ops_router(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
-            refresh=(health_gauges.refresh, capacity_gauges.refresh),
+            refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
             report=runtime.overlay.report,
             accounts=config.registry,
         )

@@ -24,6 +24,7 @@ from leasegate.control_plane.idempotency import fingerprint, replay
 from leasegate.control_plane.refusals import Start, refuse, start_of
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import MintBody
+from leasegate.control_plane.tenants import tenant_budget_refusal
 from leasegate.control_plane.views import mint_view
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError, PassOver
@@ -93,6 +94,7 @@ async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[s
         unknown = GatewayError("model-not-served", "no account serves the requested model")
         await refuse(runtime, body, start, unknown)
     await _hold_while_chain_corrupt(runtime, body, start)
+    await _hold_while_tenant_over_budget(runtime, body, start)
     return await _walk(runtime, body, start, candidates, ttl_s)
 
 
@@ -107,6 +109,14 @@ async def _hold_while_chain_corrupt(runtime: ControlRuntime, body: MintBody, sta
             "repairs it",
         )
         await refuse(runtime, body, start, held)
+
+
+async def _hold_while_tenant_over_budget(
+    runtime: ControlRuntime, body: MintBody, start: Start
+) -> None:
+    over_budget = await tenant_budget_refusal(runtime, body.tenant)
+    if over_budget is not None:
+        await refuse(runtime, body, start, over_budget)
 
 
 async def _walk(
@@ -141,6 +151,7 @@ async def _walk(
                 ) from None
             runtime.overlay.forget()
             await _hold_while_chain_corrupt(runtime, body, start)
+            await _hold_while_tenant_over_budget(runtime, body, start)  # a budget may have moved
             facts = await runtime.facts(candidates)
             position, passed_over = start.position or 0, ()
         except LeaseCapacityExhausted:

@@ -13,11 +13,20 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import SecretStr
 
-from leasegate.audit import AuditRecord, ChainVerdict, Entry, extend, fold
+from leasegate.audit import (
+    TENANT_BUDGET,
+    AuditRecord,
+    BudgetFields,
+    ChainVerdict,
+    Entry,
+    extend,
+    fold,
+)
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.witness import AuditWitness, Witness
@@ -44,6 +53,45 @@ class StateChange:
     actor: str
     """The admin token's configured name, never a string from the body."""
     on_behalf_of: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetChange:
+    """Set (or, with no period and no bounds, clear) a tenant's budget per period."""
+
+    budget: BudgetFields
+    expected_revision: int
+    reason: str
+    actor: str
+    on_behalf_of: str | None
+
+
+Change = StateChange | BudgetChange
+
+
+def entry_of(change: Change, now: datetime) -> Entry:
+    if isinstance(change, BudgetChange):
+        cleared = change.budget.period is None
+        return Entry(
+            at=now,
+            actor=change.actor,
+            authenticated_by=AUTHENTICATED_BY,
+            on_behalf_of=change.on_behalf_of,
+            account_id="",
+            state="cleared" if cleared else "set",
+            reason=change.reason,
+            kind=TENANT_BUDGET,
+            budget=change.budget,
+        )
+    return Entry(
+        at=now,
+        actor=change.actor,
+        authenticated_by=AUTHENTICATED_BY,
+        on_behalf_of=change.on_behalf_of,
+        account_id=change.account_id,
+        state=change.state,
+        reason=change.reason,
+    )
 
 
 def head_of(snapshot: ChainSnapshot) -> ChainHead:
@@ -132,7 +180,7 @@ class AdminOverlay:
             await self._advance_witness(Witness(verdict.revision, verdict.head_hash))
         return verdict, snapshot
 
-    async def mutate(self, change: StateChange) -> tuple[AuditRecord, list[KeyRecord]]:
+    async def mutate(self, change: Change) -> tuple[AuditRecord, list[KeyRecord]]:
         """Append one record (revoking the account's live keys first when disabling).
 
         Raises `audit-chain-corrupt` while the chain does not verify and `revision-conflict`
@@ -142,15 +190,8 @@ class AdminOverlay:
         # but never wrong. An unreachable witness fails the mutation (503 unavailable).
         witness = await self._witness.read()
         now = self._clock.now()
-        entry = Entry(
-            at=now,
-            actor=change.actor,
-            authenticated_by=AUTHENTICATED_BY,
-            on_behalf_of=change.on_behalf_of,
-            account_id=change.account_id,
-            state=change.state,
-            reason=change.reason,
-        )
+        entry = entry_of(change, now)
+        disabling = isinstance(change, StateChange) and change.state == "disabled"
 
         def prepare(snapshot: ChainSnapshot) -> AppendPlan:
             verdict = fold(snapshot.records, snapshot.anchor, key=self._key, witness=witness)
@@ -158,7 +199,7 @@ class AdminOverlay:
                 raise corrupt_error(verdict)
             if verdict.revision != change.expected_revision:
                 raise conflict_error(verdict.revision)
-            revoke = change.account_id if change.state == "disabled" else None
+            revoke = entry.account_id if disabling else None
             return AppendPlan(
                 revoke_account=revoke,
                 seal=lambda revoked: extend(verdict, entry, revoked_keys=revoked, key=self._key),

@@ -17,6 +17,7 @@ from leasegate.control_plane.mint import mint
 from leasegate.control_plane.paths import known_id, parse_since
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import ID_PATTERN, MintBody, RenewBody
+from leasegate.control_plane.tenants import tenants_router
 from leasegate.control_plane.usage import usage_router
 from leasegate.control_plane.views import decision_view, evidence_view
 from leasegate.core.errors import GatewayError
@@ -72,6 +73,7 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
     router.include_router(_read_routes(runtime))
     router.include_router(admin_router(runtime))
     router.include_router(usage_router(runtime))
+    router.include_router(tenants_router(runtime))
     return router
 
 

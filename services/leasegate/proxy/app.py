@@ -13,6 +13,7 @@ from starlette.routing import Route
 
 from leasegate.config import Config
 from leasegate.core.clock import Clock, SystemClock
+from leasegate.db.audit import AuditRepository
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
 from leasegate.proxy.evidence import EvidenceSink
@@ -24,6 +25,7 @@ from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.models import list_models, retrieve_model
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.spend import SpendGate
+from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
@@ -59,7 +61,13 @@ def build_proxy_runtime(
             metrics=EvidenceMetrics(metrics_registry),
         ),
         metrics=ProxyMetrics(metrics_registry),
-        spend=SpendGate(config.registry, stores.spend, keep_s=settings.key_max_ttl_s),
+        spend=SpendGate(
+            config.registry,
+            stores.spend,
+            keep_s=settings.key_max_ttl_s,
+            tenants=TenantBudgetWatch(AuditRepository(stores.database), settings.audit_key, clock),
+            clock=clock,
+        ),
     )
 
 

@@ -47,6 +47,13 @@ class ProxyMetrics:
             ["account", "model", "kind"],
             registry=registry,
         )
+        self.cost = Counter(
+            "leasegate_proxy_cost",
+            "Cost the proxied requests' reported usage priced at, in the accounts file's "
+            "currency. A float, for dashboards only: evidence rows hold the exact decimals.",
+            ["account", "model"],
+            registry=registry,
+        )
         self.refusals = Counter(
             "leasegate_proxy_refusals",
             "Requests the proxy refused itself, by error code (key-revoked, model-cooling, ...).",
@@ -79,6 +86,8 @@ class ProxyMetrics:
         ):
             if count:
                 self.tokens.labels(account, model, kind).inc(count)
+        if row.cost:
+            self.cost.labels(account, model).inc(float(row.cost))
 
     def health_transitions(self, transitions: Sequence[HealthTransition]) -> None:
         for t in transitions:

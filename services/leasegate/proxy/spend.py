@@ -1,31 +1,54 @@
-"""A request's cost, and its dispatch's budget: refused once the chain's total has reached it.
+"""A request's cost, and the budgets it spends against: its dispatch's (the chain's running
+total) and its tenant's per period. Refused once a total has reached its budget.
 
-The check reads the chain's running total (one store call, only for keys that carry a budget);
-each finished request adds its tokens and cost. Requests already in flight when the total
-crosses the budget still finish, so a chain overshoots by at most what those requests spend
-(docs/spend.md).
+The check reads each running total that applies (one store call each, only for keys that
+carry a budget and tenants that have one); each finished request adds its tokens and cost to
+both. Requests already in flight when a total crosses its budget still finish, so a chain or
+a tenant overshoots by at most what those requests spend (docs/spend.md).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from leasegate.accounts import Registry
+from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.records import KeyRecord
-from leasegate.spend import COST_QUANTUM, Budget, Spent, TokenCounts, cost_of, exhausted
+from leasegate.proxy.tenant_budgets import TenantBudgetWatch
+from leasegate.spend import (
+    Budget,
+    TenantBudget,
+    TokenCounts,
+    billionths,
+    cost_of,
+    exhausted,
+    seconds_left,
+    spent_of,
+    tenant_total_id,
+)
 from leasegate.upstream.sse import Usage
 
-_BILLION = Decimal(1) / COST_QUANTUM
+_DAY_S = 86_400.0
 
 
 class SpendGate:
-    def __init__(self, registry: Registry, store: ChainSpend, keep_s: float) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        store: ChainSpend,
+        keep_s: float,
+        tenants: TenantBudgetWatch | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._registry = registry
         self._store = store
         self._keep_s = keep_s
         """How long a chain's total is kept after its last request (the longest key life)."""
+        self._tenants = tenants
+        self._clock = clock
 
     def cost(self, key: KeyRecord | None, usage: Usage) -> Decimal | None:
         if key is None:
@@ -36,22 +59,59 @@ class SpendGate:
         return cost_of(_counts(usage, account.input_includes_cache), account.prices.get(key.model))
 
     async def check(self, key: KeyRecord) -> None:
+        await self._check_dispatch(key)
+        await self._check_tenant(key)
+
+    async def _check_dispatch(self, key: KeyRecord) -> None:
         budget = _budget(key)
         if budget is None or key.chain_id is None:
             return
-        tokens, billionths = await self._store.spent(key.chain_id)
-        if exhausted(budget, Spent(tokens, Decimal(billionths) / _BILLION)):
+        tokens, cost = await self._store.spent(key.chain_id)
+        if exhausted(budget, spent_of(tokens, cost)):
             raise GatewayError("dispatch-budget-exhausted", "this dispatch has spent its budget")
 
+    async def _check_tenant(self, key: KeyRecord) -> None:
+        tenant = await self._tenant_budget(key)
+        if tenant is None:
+            return
+        now = self._now()
+        tokens, cost = await self._store.spent(tenant_total_id(key.tenant, tenant.period, now))
+        if exhausted(tenant.budget, spent_of(tokens, cost)):
+            raise GatewayError(
+                "tenant-budget-exhausted",
+                f"this tenant has spent its budget for the {tenant.period}",
+                retry_after_s=seconds_left(now, tenant.period),
+            )
+
     async def record(self, key: KeyRecord | None, usage: Usage, cost: Decimal | None) -> None:
-        if key is None or key.chain_id is None or _budget(key) is None:
+        if key is None:
             return
         account = self._registry.account(key.account_id)
         includes_cache = account.input_includes_cache if account is not None else False
         tokens = _counts(usage, includes_cache).total
-        billionths = int((cost or Decimal(0)) * _BILLION)
-        if tokens or billionths:
-            await self._store.add(key.chain_id, tokens, billionths, self._keep_s)
+        amount = billionths(cost)
+        if not (tokens or amount):
+            return
+        if key.chain_id is not None and _budget(key) is not None:
+            await self._store.add(key.chain_id, tokens, amount, self._keep_s)
+        tenant = await self._tenant_budget(key)
+        if tenant is not None:
+            now = self._now()
+            # kept a day past the period's end, so a late reader still sees the final total
+            keep_s = seconds_left(now, tenant.period) + _DAY_S
+            await self._store.add(
+                tenant_total_id(key.tenant, tenant.period, now), tokens, amount, keep_s
+            )
+
+    async def _tenant_budget(self, key: KeyRecord) -> TenantBudget | None:
+        if self._tenants is None:
+            return None
+        return (await self._tenants.budgets()).get(key.tenant)
+
+    def _now(self) -> datetime:
+        if self._clock is None:
+            raise RuntimeError("a SpendGate with tenant budgets needs a clock")
+        return self._clock.now()
 
 
 def _budget(key: KeyRecord) -> Budget | None:

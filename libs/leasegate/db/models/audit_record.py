@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Integer, String, Text
+from sqlalchemy import BigInteger, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from leasegate.db.models.base import Base
@@ -30,3 +30,10 @@ class AuditRecordRow(Base):
     revoked_keys: Mapped[int] = mapped_column(Integer)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
+    # tenant budgets (record kind `tenant-budget`); every row written before has the default
+    kind: Mapped[str] = mapped_column(String(32), server_default="account-state")
+    tenant: Mapped[str | None] = mapped_column(String(200))
+    period: Mapped[str | None] = mapped_column(String(16))
+    max_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    max_cost: Mapped[str | None] = mapped_column(Text)
+    """The operator's decimal string, exactly as hashed."""

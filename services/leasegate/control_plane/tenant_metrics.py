@@ -1,0 +1,48 @@
+"""Each budgeted tenant's spend fraction, read from the shared spend store on every scrape.
+
+One series per budgeted tenant (bounded by the operators' budgets, never by traffic); a tenant
+whose budget is cleared loses its series at the next scrape. The value is the larger of
+tokens/max_tokens and cost/max_cost for the current UTC period: 1 or more means exhausted.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.tenants import spent_fraction, tenant_spent
+from leasegate.web.errors import STORE_ERRORS
+
+log = logging.getLogger("leasegate.control_plane.metrics")
+
+
+class TenantBudgetGauges:
+    def __init__(self, runtime: ControlRuntime, registry: CollectorRegistry) -> None:
+        self._runtime = runtime
+        self.fraction = Gauge(
+            "leasegate_tenant_budget_spent_fraction",
+            "A budgeted tenant's spend in the current UTC period over its budget (1 = reached).",
+            ["tenant", "period"],
+            registry=registry,
+        )
+
+    async def refresh(self) -> None:
+        runtime = self._runtime
+        now = runtime.clock.now()
+        try:
+            verdict = await runtime.overlay.verdict()
+            fractions = {
+                (tenant, budget.period): spent_fraction(
+                    budget, await tenant_spent(runtime.stores.spend, tenant, budget, now)
+                )
+                for tenant, budget in verdict.budgets.items()
+            }
+        except STORE_ERRORS as exc:
+            log.warning("tenant budget gauges not refreshed", extra={"error": type(exc).__name__})
+            self.fraction.clear()
+            return
+        self.fraction.clear()
+        for (tenant, period), fraction in fractions.items():
+            self.fraction.labels(tenant, period).set(fraction)

@@ -1,0 +1,256 @@
+"""Tenant budgets per period: set or cleared by operators on the audit chain, read back with
+the tenant's running total, and the mint's refusal once a tenant has spent its budget.
+
+    POST /control/v2/tenants/{tenant}/budget   admin tokens only; body `TenantBudgetBody`
+    GET  /control/v2/tenants/{tenant}/budget   the budget (or null) and this period's spend
+                                               (a tenant may contain `/`: `acme/web`)
+    GET  /control/v2/tenants                   every budgeted tenant, with its spend
+
+The running total is the spend store's (Redis in production), added to by the proxies as each
+request of a budgeted tenant finishes, one total per tenant and UTC period.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Path
+from pydantic import Field, model_validator
+
+from leasegate.audit import AuditRecord, BudgetFields
+from leasegate.control_plane.overlay import BudgetChange
+from leasegate.control_plane.schemas import ID_PATTERN, Strict
+from leasegate.control_plane.views import money
+from leasegate.core.clock import iso
+from leasegate.core.errors import GatewayError
+from leasegate.core.ports.spend import ChainSpend
+from leasegate.db.usage import UsageGroup
+from leasegate.spend import (
+    Spent,
+    TenantBudget,
+    TokenCounts,
+    billionths,
+    exhausted,
+    period_end,
+    period_start,
+    seconds_left,
+    spent_of,
+    tenant_total_id,
+)
+from leasegate.web.auth import Caller, require_admin
+
+if TYPE_CHECKING:  # the runtime module imports the overlay, which this module also uses
+    from leasegate.control_plane.runtime import ControlRuntime
+
+_COST = r"^[0-9]{1,11}(\.[0-9]{1,9})?$"
+TenantPath = Annotated[str, Path(pattern=ID_PATTERN)]
+
+
+class TenantBudgetBody(Strict):
+    """Set a budget (`period` and at least one bound) or clear it (`clear: true` alone)."""
+
+    expected_revision: int = Field(ge=0)
+    reason: str = Field(min_length=1, max_length=500)
+    on_behalf_of: str | None = Field(default=None, max_length=200)
+    period: Literal["day", "month"] | None = None
+    max_tokens: int | None = Field(default=None, gt=0, le=2**62)
+    max_cost: str | None = Field(default=None, pattern=_COST)
+    """A decimal string in the accounts file's currency, e.g. "25.00"."""
+    clear: bool = False
+
+    @model_validator(mode="after")
+    def _set_or_clear(self) -> TenantBudgetBody:
+        bounded = self.max_tokens is not None or self.max_cost is not None
+        if self.clear and (bounded or self.period is not None):
+            raise ValueError("clear takes no period, max_tokens or max_cost")
+        if not self.clear and (self.period is None or not bounded):
+            raise ValueError("a budget needs a period and max_tokens, max_cost or both")
+        return self
+
+    def fields(self, tenant: str) -> BudgetFields:
+        if self.clear:
+            return BudgetFields(tenant)
+        return BudgetFields(tenant, self.period, self.max_tokens, self.max_cost)
+
+
+def tenants_router(runtime: ControlRuntime) -> APIRouter:
+    async def admin(authorization: Annotated[str | None, Header()] = None) -> Caller:
+        return require_admin(runtime.auth.authenticate(authorization))
+
+    router = APIRouter()
+
+    @router.post("/tenants/{tenant:path}/budget", dependencies=[Depends(admin)])
+    async def set_budget(
+        tenant: TenantPath,
+        body: TenantBudgetBody,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        caller = await admin(authorization)
+        change = BudgetChange(
+            budget=body.fields(tenant),
+            expected_revision=body.expected_revision,
+            reason=body.reason,
+            actor=caller.name,
+            on_behalf_of=body.on_behalf_of,
+        )
+        before = (await runtime.overlay.verdict()).budgets.get(tenant)
+        record, _ = await runtime.overlay.mutate(change)
+        await seed_from_evidence(runtime, tenant, before)
+        view = await tenant_view(runtime, tenant)
+        return {**view, "record": budget_record_view(record)}
+
+    @router.get("/tenants/{tenant:path}/budget")
+    async def read_budget(tenant: TenantPath) -> dict[str, Any]:
+        return await tenant_view(runtime, tenant)
+
+    @router.get("/tenants")
+    async def list_budgets() -> dict[str, Any]:
+        verdict = await runtime.overlay.verdict()
+        now = runtime.clock.now()
+        views = [
+            await _budget_view(runtime, tenant, budget, now)
+            for tenant, budget in sorted(verdict.budgets.items())
+        ]
+        return {
+            "tenants": views,
+            "revision": verdict.revision,
+            "chain": verdict.status,
+            "currency": runtime.registry.currency,
+        }
+
+    return router
+
+
+async def tenant_view(runtime: ControlRuntime, tenant: str) -> dict[str, Any]:
+    verdict = await runtime.overlay.verdict()
+    budget = verdict.budgets.get(tenant)
+    now = runtime.clock.now()
+    view = (
+        await _budget_view(runtime, tenant, budget, now)
+        if budget is not None
+        else {"tenant": tenant, "budget": None, "spent": None}
+    )
+    return {
+        **view,
+        "revision": verdict.revision,
+        "chain": verdict.status,
+        "currency": runtime.registry.currency,
+    }
+
+
+async def _budget_view(
+    runtime: ControlRuntime, tenant: str, budget: TenantBudget, now: datetime
+) -> dict[str, Any]:
+    spent = await tenant_spent(runtime.stores.spend, tenant, budget, now)
+    return {
+        "tenant": tenant,
+        "budget": {
+            "period": budget.period,
+            "max_tokens": budget.max_tokens,
+            "max_cost": money(budget.max_cost),
+        },
+        "spent": {
+            "period_start": iso(period_start(now, budget.period)),
+            "period_end": iso(period_end(now, budget.period)),
+            "tokens": spent.tokens,
+            "cost": money(spent.cost),
+            "fraction": spent_fraction(budget, spent),
+            "exhausted": exhausted(budget.budget, spent),
+        },
+    }
+
+
+def spent_fraction(budget: TenantBudget, spent: Spent) -> float:
+    """The larger of tokens/max_tokens and cost/max_cost: 1.0 or more means exhausted. A
+    float, for display and the gauge only; refusals compare exact integers and decimals."""
+    fractions = [0.0]
+    if budget.max_tokens:
+        fractions.append(spent.tokens / budget.max_tokens)
+    if budget.max_cost:
+        fractions.append(float(spent.cost / budget.max_cost))
+    return max(fractions)
+
+
+async def tenant_spent(
+    store: ChainSpend, tenant: str, budget: TenantBudget, now: datetime
+) -> Spent:
+    tokens, cost = await store.spent(tenant_total_id(tenant, budget.period, now))
+    return spent_of(tokens, cost)
+
+
+async def seed_from_evidence(
+    runtime: ControlRuntime, tenant: str, before: TenantBudget | None
+) -> None:
+    """A budget new to this period starts its running total from the tenant's evidence since
+    the period began: the proxies only count a tenant once they know its budget. Done after
+    the append and only while the total is still empty, so a proxy that has already started
+    counting is never counted over (docs/spend.md states the window this leaves)."""
+    budget = (await runtime.overlay.verdict()).budgets.get(tenant)
+    if budget is None or (before is not None and before.period == budget.period):
+        return
+    now = runtime.clock.now()
+    total_id = tenant_total_id(tenant, budget.period, now)
+    store = runtime.stores.spend
+    if await store.spent(total_id) != (0, 0):
+        return
+    since, until = period_start(now, budget.period), now + timedelta(microseconds=1)
+    # by account: providers count cached input differently (leasegate.spend.prices)
+    found = await runtime.stores.store.usage(
+        since, until, ("account",), limit=10_000, tenant=tenant
+    )
+    tokens = sum(_tokens_of(runtime, group) for group in found)
+    cost = sum((group.cost for group in found if group.cost is not None), Decimal(0))
+    keep_s = seconds_left(now, budget.period) + 86_400.0
+    if tokens or cost:
+        await store.add(total_id, tokens, billionths(cost), keep_s)
+
+
+def _tokens_of(runtime: ControlRuntime, group: UsageGroup) -> int:
+    account = runtime.registry.account(group.keys.get("account") or "")
+    counts = TokenCounts(
+        group.input_tokens,
+        group.output_tokens,
+        group.cache_read_input_tokens,
+        group.cache_creation_input_tokens,
+        input_includes_cache=account.input_includes_cache if account is not None else False,
+    )
+    return counts.total
+
+
+async def tenant_budget_refusal(runtime: ControlRuntime, tenant: str) -> GatewayError | None:
+    """`tenant-budget-exhausted` (held until the period ends) when the tenant's spend in the
+    current period has reached its budget; None otherwise. From the overlay's cached fold,
+    like the account states the same mint decides with."""
+    budget = (await runtime.overlay.decided()).budgets.get(tenant)
+    if budget is None:
+        return None
+    now = runtime.clock.now()
+    spent = await tenant_spent(runtime.stores.spend, tenant, budget, now)
+    if not exhausted(budget.budget, spent):
+        return None
+    return GatewayError(
+        "tenant-budget-exhausted",
+        f"this tenant has spent its budget for the {budget.period}",
+        retry_after_s=seconds_left(now, budget.period),
+    )
+
+
+def budget_record_view(record: AuditRecord) -> dict[str, Any]:
+    return {
+        "seq": record.seq,
+        "at": iso(record.at),
+        "kind": record.kind,
+        "actor": record.actor,
+        "authenticated_by": record.authenticated_by,
+        "on_behalf_of": record.on_behalf_of,
+        "tenant": record.tenant,
+        "state": record.state,
+        "period": record.period,
+        "max_tokens": record.max_tokens,
+        "max_cost": record.max_cost,
+        "reason": record.reason,
+        "prev_hash": record.prev_hash,
+        "hash": record.hash,
+    }
