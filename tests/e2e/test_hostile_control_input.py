@@ -157,3 +157,16 @@ async def test_messages_never_echo_values(gateway: Gateway) -> None:
         gateway, "/control/v2/keys", {**MINT, "gpt-x\u0000 weird field": 1}, gateway.control
     )
     _assert_refused(extra, 400, "invalid-request")
+
+
+async def test_the_openapi_document_lists_every_route_with_its_refusals(gateway: Gateway) -> None:
+    """A route added without its refusals would make /openapi.json fail for every client."""
+    response = await gateway.client.get(f"{gateway.url}/openapi.json")
+    assert response.status_code == 200
+    paths = response.json()["paths"]
+    for path in ("/control/v2/keys", "/control/v2/usage", "/control/v2/tenants/{tenant}/budget"):
+        assert path in paths
+    for operations in paths.values():
+        for operation in operations.values():
+            assert "422" not in operation["responses"]
+            assert "400" in operation["responses"]

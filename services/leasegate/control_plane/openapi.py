@@ -45,6 +45,7 @@ ROUTE_REFUSALS: dict[tuple[str, str], list[Refusal]] = {
         ("dispatch-lease-held", 409),
         ("no-eligible-account", 503),
         ("account-state-unavailable", 503),
+        ("tenant-budget-exhausted", 402),
     ],
     ("delete", "/control/v2/keys/{key_id}"): [("key-not-found", 404)],
     ("get", "/control/v2/keys/{key_id}"): [("key-not-found", 404)],
@@ -68,6 +69,15 @@ ROUTE_REFUSALS: dict[tuple[str, str], list[Refusal]] = {
         ("audit-chain-corrupt", 503),
     ],
     ("get", "/control/v2/audit"): [],
+    ("get", "/control/v2/usage"): [],
+    ("get", "/control/v2/tenants"): [],
+    ("get", "/control/v2/tenants/{tenant}/budget"): [],
+    ("post", "/control/v2/tenants/{tenant}/budget"): [
+        *_BODY,
+        ("forbidden", 403),
+        ("revision-conflict", 409),
+        ("audit-chain-corrupt", 503),
+    ],
 }
 
 ENVELOPE_SCHEMA: dict[str, Any] = {
