@@ -50,12 +50,27 @@ def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` to `revision` (an empty database is created from scratch).
 
     A database that does not exist or cannot be reached raises MigrationError."""
+    _check_sqlite_folder(url)
     try:
         command.upgrade(alembic_config(url), revision)
     except DBAPIError as exc:
         raise MigrationError(f"cannot migrate {safe_url(url)}: {_reason(exc.orig)}") from None
     except (OSError, ArgumentError) as exc:
         raise MigrationError(f"cannot migrate {safe_url(url)}: {_reason(exc)}") from None
+
+
+def _check_sqlite_folder(url: str) -> None:
+    """SQLite creates its file but not its folder. Say so before connecting: a failed
+    aiosqlite connect can print a worker thread's traceback as its event loop closes."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # upgrade() reports it
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    folder = Path(parsed.database).parent
+    if not folder.is_dir():
+        raise MigrationError(f"cannot migrate {safe_url(url)}: the folder {folder} does not exist")
 
 
 def safe_url(url: str) -> str:
