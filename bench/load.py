@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -40,6 +41,9 @@ class PhaseResult:
     ttfb_p50_ms: float
     events: int
     proc_cpu_ms: float | None
+    """CPU the watched server process(es) used in the measured part."""
+    mock_cpu_ms: float | None
+    """CPU the mock upstream used in the same time (it must not be the bottleneck)."""
     client_cpu_pct: float
     rss_kb: int | None
 
@@ -59,15 +63,19 @@ def rss_kb(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def request_bytes(base_url: str, key: str, *, stream: bool) -> bytes:
-    parts = urlsplit(base_url)
-    body = json.dumps(
+def request_body(*, stream: bool) -> bytes:
+    return json.dumps(
         {
             "model": "gpt-4o",
             "messages": [{"role": "user", "content": "Say hello in twenty words."}],
             "stream": stream,
         }
     ).encode()
+
+
+def request_bytes(base_url: str, key: str, *, stream: bool) -> bytes:
+    parts = urlsplit(base_url)
+    body = request_body(stream=stream)
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nhost: {parts.netloc}\r\n"
         f"authorization: Bearer {key}\r\ncontent-type: application/json\r\n"
@@ -116,13 +124,18 @@ class _Window:
     """No request begins after this."""
 
 
-async def _worker(base_url: str, request: bytes, window: _Window, record: Sample) -> None:
+Request = bytes | Callable[[], bytes]
+"""The same pre-rendered request every time, or a fresh one per call (e.g. distinct mints)."""
+
+
+async def _worker(base_url: str, request: Request, window: _Window, record: Sample) -> None:
     parts = urlsplit(base_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     reader, writer = await asyncio.open_connection(host, port)
     try:
         while (begun := time.perf_counter()) < window.end:
-            status, latency, ttfb, events, keep = await _exchange(reader, writer, request)
+            rendered = request if isinstance(request, bytes) else request()
+            status, latency, ttfb, events, keep = await _exchange(reader, writer, rendered)
             if begun >= window.start:
                 record.statuses[status] = record.statuses.get(status, 0) + 1
                 if 200 <= status < 300:
@@ -147,12 +160,13 @@ def _percentile(values: list[float], q: float) -> float:
 
 async def run_phase(
     base_url: str,
-    request: bytes,
+    request: Request,
     *,
     concurrency: int,
     duration_s: float,
     warmup_s: float,
     watch_pid: int | None,
+    mock_pid: int | None = None,
 ) -> PhaseResult:
     now = time.perf_counter()
     window = _Window(now + warmup_s, now + warmup_s + duration_s)
@@ -163,12 +177,14 @@ async def run_phase(
     # The connections stay open across the warm-up; the counters are read when it ends.
     await asyncio.sleep(max(0.0, window.start - time.perf_counter()))
     cpu_before = cpu_seconds(watch_pid) if watch_pid is not None else 0.0
+    mock_before = cpu_seconds(mock_pid) if mock_pid is not None else 0.0
     client_before = time.process_time()
     start = time.perf_counter()
     await workers
     elapsed = time.perf_counter() - start
     client_cpu = time.process_time() - client_before
     proc_cpu = (cpu_seconds(watch_pid) - cpu_before) * 1000 if watch_pid is not None else None
+    mock_cpu = (cpu_seconds(mock_pid) - mock_before) * 1000 if mock_pid is not None else None
     done = len(sample.latencies)
     return PhaseResult(
         requests=done,
@@ -181,6 +197,7 @@ async def run_phase(
         ttfb_p50_ms=_percentile(sample.ttfbs, 0.50),
         events=sample.events,
         proc_cpu_ms=proc_cpu,
+        mock_cpu_ms=mock_cpu,
         client_cpu_pct=100 * client_cpu / elapsed,
         rss_kb=rss_kb(watch_pid) if watch_pid is not None else None,
     )
