@@ -24,8 +24,8 @@ class BodyLimitMiddleware:
             return
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and _too_big(value, self.max_bytes):
-                await _drain(receive, self.max_bytes)
-                await _refuse(send, self.max_bytes)
+                await drain_body(receive, self.max_bytes)
+                await refuse_too_large(send, self.max_bytes)
                 return
         received = 0
         started = False
@@ -48,11 +48,11 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await _drain(receive, self.max_bytes)
-                await _refuse(send, self.max_bytes)
+                await drain_body(receive, self.max_bytes)
+                await refuse_too_large(send, self.max_bytes)
 
 
-async def _drain(receive: Receive, limit: int) -> None:
+async def drain_body(receive: Receive, limit: int) -> None:
     """Read and discard the rest of the body (up to a bound), so that the client, still
     sending, sees the 413 instead of a broken pipe."""
     budget = 8 * limit
@@ -72,7 +72,7 @@ def _too_big(value: bytes, limit: int) -> bool:
         return False
 
 
-async def _refuse(send: Send, limit: int) -> None:
+async def refuse_too_large(send: Send, limit: int) -> None:
     error = GatewayError("invalid-request", f"the body exceeds {limit} bytes", status=413)
     body = json.dumps(error.envelope()).encode()
     await send(

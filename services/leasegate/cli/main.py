@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import uvicorn
 from pydantic import SecretStr
+from starlette.types import ASGIApp
 
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.dev import create_dev_app
@@ -52,6 +53,7 @@ def _run(args: argparse.Namespace, config: Config) -> int:
     if args.command == "migrate":
         upgrade(config.settings.database_url)
         return 0
+    app: ASGIApp
     if args.command == "dev":
         if config.settings.control_token is None:
             token = secrets.token_urlsafe(24)

@@ -16,9 +16,8 @@ from leasegate.core.clock import Clock, SystemClock, new_id
 from leasegate.core.errors import GatewayError
 from leasegate.keys import parse_key
 from leasegate.kv.slot_keeper import SlotKeeper
-from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
+from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
-from leasegate.proxy.forward import forward
 from leasegate.proxy.keys import KeyResolver, presented_key
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.relay import refusal_response
@@ -61,11 +60,8 @@ async def stop_proxy(runtime: ProxyRuntime) -> None:
 
 
 def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
-    def endpoint_handler(endpoint: Endpoint):  # type: ignore[no-untyped-def]
-        async def handle(request: Request) -> Response:
-            return await forward(runtime, endpoint, request)
-
-        return handle
+    """The proxy's routes that go through the framework (the proxied endpoints do not: see
+    asgi.py)."""
 
     async def list_models(request: Request) -> Response:
         token = presented_key(
@@ -88,12 +84,17 @@ def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
             }
         )
 
-    routes = [Route(e.path, endpoint_handler(e), methods=["POST"]) for e in ENDPOINTS]
-    routes.append(Route("/v1/models", list_models, methods=["GET"]))
-    return routes
+    return [Route("/v1/models", list_models, methods=["GET"])]
 
 
-def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
+def with_data_plane(runtime: ProxyRuntime, app: FastAPI) -> DataPlane:
+    """`app` behind the data plane: proxied `POST`s skip the framework."""
+    plane = DataPlane(runtime, app)
+    app.router.routes.extend(plane.routes())
+    return plane
+
+
+def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     """The proxy as its own process (production mode)."""
     the_clock = clock or SystemClock()
     stores = open_stores(config)
@@ -123,4 +124,4 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
     )
     app.state.runtime = runtime
     app.state.stores = stores
-    return app
+    return with_data_plane(runtime, app)

@@ -6,12 +6,11 @@ key -> account -> endpoint -> body -> model -> health -> request slot -> upstrea
 
 from __future__ import annotations
 
-import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
-from starlette.requests import Request
-from starlette.responses import Response
+import orjson
+from starlette.types import ASGIApp
 
 from leasegate.accounts import Account
 from leasegate.core.clock import new_id
@@ -26,22 +25,39 @@ from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.health import health_block
+from leasegate.upstream.errors import UpstreamError
 from leasegate.upstream.failures import send_failure
 from leasegate.web.errors import STORE_ERRORS
 
 
-async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -> Response:
+class ClientGone(Exception):
+    """The caller disconnected before its request body was in (its row is already queued)."""
+
+
+Body = Callable[[], Awaitable[bytes]]
+"""Reads the whole request body once; raises ClientGone if the caller goes away."""
+
+
+async def forward(
+    runtime: ProxyRuntime, endpoint: Endpoint, headers: list[tuple[bytes, bytes]], body: Body
+) -> ASGIApp:
+    """The ASGI app that answers this request: a relay of the upstream's answer, or a
+    refusal. `headers`: the ASGI scope's (lower-case names)."""
     clock = runtime.clock
     attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
-    token = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
+    authorization, x_api_key, content_type = _wanted_headers(headers)
+    token = presented_key(authorization, x_api_key)
     if token is None:
         error = GatewayError("key-invalid", "no key: send it as Authorization: Bearer or x-api-key")
         return refusal_response(error, attempt.request_id)
     try:
         key, account = await _admit_key(runtime, endpoint, attempt, token)
-        payload = await _rewrite_body(runtime, request, attempt, key)
+        payload = _rewrite_body(content_type, await body(), attempt, key)
         await _check_health(runtime, key)
         await _take_slot(runtime, attempt, account)
+    except ClientGone:
+        await runtime.finish(attempt, Observation("client-abort"))
+        raise
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
         return refusal_response(refusal, attempt.request_id, attempt.key)
@@ -53,12 +69,10 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
         )
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
         return refusal_response(unavailable, attempt.request_id, attempt.key)
-    upstream_request = runtime.clients.build_request(
-        account, endpoint.path, payload, request.headers
-    )
+    upstream_request = runtime.clients.build_request(account, endpoint.path, payload, headers)
     try:
-        upstream = await runtime.clients.send(account.id, upstream_request)
-    except httpx.TransportError as exc:
+        upstream = await runtime.clients.send(upstream_request)
+    except UpstreamError as exc:
         failure = send_failure(exc, account.id)
         await runtime.finish(attempt, failure.observation)
         return refusal_response(failure.error, attempt.request_id, key)
@@ -67,7 +81,7 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
         # and the slot goes back.
         await runtime.finish(attempt, Observation("client-abort"))
         raise
-    attempt.upstream_status = upstream.status_code
+    attempt.upstream_status = upstream.status
     attempt.first_byte_mono = clock.monotonic()
     is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
     deadlines = runtime.clients.deadlines(account.id)
@@ -99,16 +113,30 @@ async def _admit_key(
     return key, account
 
 
-async def _rewrite_body(
-    runtime: ProxyRuntime, request: Request, attempt: Attempt, key: KeyRecord
-) -> bytes:
-    content_type = request.headers.get("content-type", "application/json")
+def _wanted_headers(
+    headers: list[tuple[bytes, bytes]],
+) -> tuple[str | None, str | None, str]:
+    """(authorization, x-api-key, content-type) in one pass over the raw headers."""
+    authorization = x_api_key = None
+    content_type = "application/json"
+    for name, value in headers:
+        if name == b"authorization":
+            authorization = value.decode("latin-1")
+        elif name == b"x-api-key":
+            x_api_key = value.decode("latin-1")
+        elif name == b"content-type":
+            content_type = value.decode("latin-1")
+    return authorization, x_api_key, content_type
+
+
+def _rewrite_body(content_type: str, raw: bytes, attempt: Attempt, key: KeyRecord) -> bytes:
+    """The body to send upstream: `model` set to the served name. Parsed once; re-encoded
+    only when the name changes."""
     if "json" not in content_type:
         raise GatewayError("invalid-request", "the body must be application/json", status=415)
-    raw = await request.body()
     try:
-        body: Any = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        body: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         raise GatewayError("invalid-request", "the body is not valid JSON") from None
     if not isinstance(body, dict):
         raise GatewayError("invalid-request", "the body must be a JSON object")
@@ -119,8 +147,10 @@ async def _rewrite_body(
     if model not in (key.model, key.served_model):
         raise GatewayError("model-not-permitted", f"this key may call {key.model!r} only")
     attempt.stream = body.get("stream") is True
+    if model == key.served_model:
+        return raw
     body["model"] = key.served_model
-    return json.dumps(body, separators=(",", ":")).encode()
+    return orjson.dumps(body)
 
 
 async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:

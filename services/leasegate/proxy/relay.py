@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 
 import anyio
-import httpx
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
@@ -26,7 +25,9 @@ from leasegate.core.records import KeyRecord
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.runtime import ProxyRuntime
-from leasegate.upstream.deadlines import BodyReader, Deadlines, UpstreamStalled
+from leasegate.upstream.clients import UpstreamResponse
+from leasegate.upstream.deadlines import BodyReader, Deadlines
+from leasegate.upstream.errors import BodyFailed, UpstreamError, UpstreamStalled
 from leasegate.upstream.failures import (
     response_observation,
     stream_failure,
@@ -60,7 +61,7 @@ def refusal_response(
     return JSONResponse(error.envelope(), status_code=error.status, headers=headers)
 
 
-def _response_headers(attempt: Attempt, upstream: httpx.Response) -> list[tuple[bytes, bytes]]:
+def _response_headers(attempt: Attempt, upstream: UpstreamResponse) -> list[tuple[bytes, bytes]]:
     headers = [
         (name.encode(), value.encode())
         for name in _PASSED_HEADERS
@@ -82,7 +83,7 @@ class _Relay(Response):
         runtime: ProxyRuntime,
         attempt: Attempt,
         endpoint: Endpoint,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         deadlines: Deadlines,
     ) -> None:
         self._runtime = runtime
@@ -96,11 +97,14 @@ class BufferedRelay(_Relay):
     """A non-streaming answer (or any error status): read whole, parsed for usage, sent."""
 
     async def _read(self) -> bytes:
-        reader = BodyReader(self._upstream.aiter_bytes(), self._deadlines)
+        reader = BodyReader(self._upstream.content, self._deadlines)
         parts = []
-        while (chunk := await reader.next()) is not None:
-            parts.append(chunk)
-        return b"".join(parts)
+        try:
+            while (chunk := await reader.next()) is not None:
+                parts.append(chunk)
+        finally:
+            reader.close()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
@@ -108,26 +112,23 @@ class BufferedRelay(_Relay):
         try:
             try:
                 body = await self._read()
-            except UpstreamStalled:
-                observation = Observation("timeout", status=upstream.status_code)
+            except UpstreamError as exc:
+                observation = stream_failure(exc, upstream.status)
                 raise
-            except httpx.TransportError as exc:
-                observation = stream_failure(exc, upstream.status_code)
-                raise
-            observation = response_observation(upstream.status_code, upstream.headers, body)
+            observation = response_observation(upstream.status, upstream.headers, body)
             if upstream.is_success:
                 attempt.usage = usage_from_body(self._endpoint.dialect, body)
             await runtime.release_slot(attempt)
             headers = _response_headers(attempt, upstream)
             headers.append((b"content-length", str(len(body)).encode()))
             await send(
-                {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
+                {"type": "http.response.start", "status": upstream.status, "headers": headers}
             )
             await send({"type": "http.response.body", "body": body})
-        except (UpstreamStalled, httpx.TimeoutException):
+        except UpstreamStalled:
             error = GatewayError("upstream-timeout", "the upstream stopped answering")
             await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
-        except httpx.TransportError:
+        except BodyFailed:
             error = GatewayError("upstream-unreachable", "the upstream connection failed")
             await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
         finally:
@@ -140,14 +141,14 @@ class StreamRelay(_Relay):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
         scanner = StreamScanner(self._endpoint.dialect)
-        observation = Observation("client-abort", status=upstream.status_code)
+        observation = Observation("client-abort", status=upstream.status)
         task = asyncio.current_task()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task))
         try:
             await send(
                 {
                     "type": "http.response.start",
-                    "status": upstream.status_code,
+                    "status": upstream.status,
                     "headers": _response_headers(attempt, upstream),
                 }
             )
@@ -167,8 +168,8 @@ class StreamRelay(_Relay):
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
         """Relay until the upstream ends, stalls or fails; returns how it ended."""
-        status = self._upstream.status_code
-        reader = BodyReader(self._upstream.aiter_raw(), self._deadlines)
+        status = self._upstream.status
+        reader = BodyReader(self._upstream.content, self._deadlines)
         try:
             while (
                 chunk := await reader.next(awaiting_first_token=not scanner.answering)
@@ -183,12 +184,14 @@ class StreamRelay(_Relay):
             message = f"the upstream sent no data for {stalled.seconds:g} s waiting for {waited}"
             await self._append_error(send, "upstream-timeout", message)
             return Observation("timeout", status=status)
-        except httpx.TransportError as exc:
+        except BodyFailed as exc:
             scanner.close()
             if scanner.completed or scanner.error is not None:
                 return stream_observation(scanner, status)
             await self._append_error(send, "upstream-truncated", "the upstream stream was cut")
             return stream_failure(exc, status)
+        finally:
+            reader.close()
         scanner.close()
         observation = stream_observation(scanner, status)
         if observation.kind == "truncated":
@@ -201,13 +204,13 @@ class StreamRelay(_Relay):
 
 
 async def _close_and_finish(
-    runtime: ProxyRuntime, attempt: Attempt, upstream: httpx.Response, observation: Observation
+    runtime: ProxyRuntime, attempt: Attempt, upstream: UpstreamResponse, observation: Observation
 ) -> None:
     """Shielded from the cancellation that a client abort is; the attempt is finished (its
     slot given back) even if closing the upstream response raises."""
     with anyio.CancelScope(shield=True):
         try:
-            await upstream.aclose()
+            upstream.close()
         finally:
             await runtime.finish(attempt, observation)
 

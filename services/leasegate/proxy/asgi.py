@@ -1,0 +1,110 @@
+"""The data plane as a plain ASGI callable: no framework on a proxied request's path.
+
+`DataPlane` answers `POST` on the proxied endpoints itself (a dict lookup on the path) and
+hands everything else — `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, unknown paths,
+wrong methods, the lifespan — to the FastAPI app behind it, which keeps its validation, error
+envelopes and OpenAPI where they pay. The request body is read here once, under the same
+size limit the FastAPI side enforces with `BodyLimitMiddleware`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
+from leasegate.proxy.forward import ClientGone, forward
+from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.web.body_limit import drain_body, refuse_too_large
+
+
+class BodyTooLarge(Exception):
+    """The body passed the limit while it was being read."""
+
+
+class ProxiedEndpoint:
+    """The ASGI app of one proxied endpoint (`POST` only; the router checks the method)."""
+
+    __slots__ = ("_max_body", "endpoint", "runtime")
+
+    def __init__(self, runtime: ProxyRuntime, endpoint: Endpoint) -> None:
+        self.runtime = runtime
+        self.endpoint = endpoint
+        self._max_body = runtime.settings.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = _content_length(scope["headers"])
+        if declared is not None and declared > self._max_body:
+            await drain_body(receive, self._max_body)
+            await refuse_too_large(send, self._max_body)
+            return
+
+        async def body() -> bytes:
+            return await self._read_body(receive)
+
+        try:
+            app = await forward(self.runtime, self.endpoint, scope["headers"], body)
+        except BodyTooLarge:
+            await drain_body(receive, self._max_body)
+            await refuse_too_large(send, self._max_body)
+            return
+        except ClientGone:
+            return  # the caller went away while sending its body; its row is queued
+        await app(scope, receive, send)
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientGone
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > self._max_body:
+                    raise BodyTooLarge
+                parts.append(chunk)
+            if not message.get("more_body", False):
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class DataPlane:
+    """ASGI: proxied `POST`s go straight to their endpoint's app; the rest to `rest`."""
+
+    def __init__(self, runtime: ProxyRuntime, rest: ASGIApp) -> None:
+        self.runtime = runtime
+        self.rest = rest
+        self.endpoints: dict[str, ProxiedEndpoint] = {
+            e.path: ProxiedEndpoint(runtime, e) for e in ENDPOINTS
+        }
+
+    @property
+    def state(self) -> Any:
+        """The FastAPI app's `state` (tests and embedding code reach the runtimes there)."""
+        return getattr(self.rest, "state", None)
+
+    def routes(self) -> list[Route]:
+        """The same endpoints as framework routes, for the app behind: a wrong method there
+        gets the usual 405 envelope."""
+        return [Route(path, app, methods=["POST"]) for path, app in self.endpoints.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            app = self.endpoints.get(scope["path"])
+            if app is not None:
+                await app(scope, receive, send)
+                return
+        await self.rest(scope, receive, send)
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
+    for name, value in headers:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
