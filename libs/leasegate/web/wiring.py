@@ -11,11 +11,13 @@ from redis.exceptions import RedisError
 
 from leasegate.config import Config
 from leasegate.core.ports.capacity import RequestSlots
-from leasegate.core.ports.health import HealthPolicy, HealthStore
+from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.witness import AuditWitness
 from leasegate.db.engine import Database
 from leasegate.db.store import Store
+from leasegate.kv.health_fanout_memory import InProcessHealthFanout
+from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
 from leasegate.kv.revocations_memory import InProcessRevocationBus
@@ -31,6 +33,8 @@ class Stores:
     database: Database
     store: Store
     health: HealthStore
+    health_fanout: HealthFanout
+    """Health news between proxies (each proxy's local view, proxy/health_view.py)."""
     slots: RequestSlots
     revocations: RevocationBus
     redis: aioredis.Redis | None
@@ -50,6 +54,7 @@ class Stores:
 
     async def aclose(self) -> None:
         await self.revocations.aclose()
+        await self.health_fanout.aclose()
         await self.health.aclose()
         await self.slots.aclose()
         if self.redis is not None:
@@ -78,6 +83,7 @@ def open_stores(config: Config) -> Stores:
             database=database,
             store=Store(database),
             health=InProcessHealthStore(policy),
+            health_fanout=InProcessHealthFanout(),
             slots=InProcessRequestSlots(settings.request_slot_lease_s),
             revocations=InProcessRevocationBus(),
             redis=None,
@@ -94,6 +100,7 @@ def open_stores(config: Config) -> Stores:
         database=database,
         store=Store(database),
         health=RedisHealthStore(client, prefix, policy),
+        health_fanout=RedisHealthFanout(client, prefix),
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
         revocations=RedisRevocationBus(client, prefix),
         redis=client,

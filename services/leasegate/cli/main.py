@@ -74,6 +74,9 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         access_log=False,
         timeout_graceful_shutdown=int(config.settings.shutdown_drain_s),
         lifespan="on",
+        # named, not "auto": a missing one fails at start instead of silently costing CPU
+        loop="uvloop",
+        http="httptools",
     )
     return 0
 

@@ -18,6 +18,7 @@ from leasegate.keys import parse_key
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
+from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver, presented_key
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.relay import refusal_response
@@ -40,7 +41,7 @@ def build_proxy_runtime(
         clock=clock,
         resolver=KeyResolver(stores.store, clock, settings.key_cache_ttl_s),
         clients=UpstreamClients(config.registry, config.credentials, settings),
-        health=stores.health,
+        health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(stores.store, flush_interval_s=settings.evidence_flush_interval_s),
         metrics=ProxyMetrics(metrics_registry),
@@ -49,12 +50,14 @@ def build_proxy_runtime(
 
 async def start_proxy(runtime: ProxyRuntime, stores: Stores) -> None:
     await stores.revocations.subscribe(runtime.resolver.on_revoked, runtime.resolver.on_reset)
+    await runtime.health.start()
     runtime.evidence.start()
     runtime.slots.start()
 
 
 async def stop_proxy(runtime: ProxyRuntime) -> None:
     await runtime.slots.stop()
+    await runtime.health.stop()
     await runtime.evidence.stop(runtime.settings.shutdown_drain_s)
     await runtime.clients.aclose()
 

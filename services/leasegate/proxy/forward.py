@@ -155,7 +155,9 @@ def _rewrite_body(content_type: str, raw: bytes, attempt: Attempt, key: KeyRecor
 
 async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:
     now = runtime.clock.now().timestamp()
-    snapshot = await runtime.health.snapshot([(key.account_id, key.served_model)], now)
+    snapshot = await runtime.health.snapshot(key.account_id, key.served_model, now)
+    if snapshot is None:
+        return  # the local view vouches for the pair and its circuit: no round trip
     blocked = health_block(snapshot, key.account_id, key.served_model)
     if blocked is not None:
         code, cooldown = blocked

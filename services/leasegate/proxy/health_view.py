@@ -1,0 +1,153 @@
+"""The proxy's process-local view of health: no store round trip for a healthy pair.
+
+The health store stays the one authority (every failure is counted there, atomically across
+processes). This view only decides when the store must be asked. It remembers, per pair and
+per account circuit, what is known to be not clean:
+
+    watched[key] = 0.0          a failure streak may be running (a failure was recorded here
+                                or elsewhere): the next success must reset it in the store
+    watched[key] = until > 0    a cooldown was opened (until then) or may be: requests ask the
+                                store for the exact rule before going upstream
+    watched[key] = inf          unknown (the subscription just (re)connected): ask the store
+
+A key not in the view is clean: a request on it asks nothing before going upstream, and its
+success writes nothing after. A failure is recorded in the store as ever, then published to
+every proxy (`HealthFanout`), so a cooldown opened anywhere is refused everywhere as soon as
+the news arrives. A success on a watched key is recorded once, which resets the streak in the
+store; the key leaves the view when no cooldown is left on it. Between a failure elsewhere and
+its news arriving (one pub/sub delivery), a success here does not reset that streak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Sequence
+
+from leasegate.accounts import Registry
+from leasegate.core.clock import Clock
+from leasegate.core.observation import Classification
+from leasegate.core.ports.health import (
+    HealthFanout,
+    HealthNews,
+    HealthSnapshot,
+    HealthStore,
+    HealthTransition,
+)
+from leasegate.web.errors import STORE_ERRORS
+
+log = logging.getLogger("leasegate.proxy")
+
+Key = tuple[str, str | None]
+"""(account_id, served model); model None: the account circuit."""
+
+
+class HealthView:
+    def __init__(
+        self, store: HealthStore, fanout: HealthFanout, registry: Registry, clock: Clock
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self._fanout = fanout
+        self._pairs = [
+            (account.id, model)
+            for account in registry.accounts
+            for model in dict.fromkeys(account.models.values())
+        ]
+        self._watched: dict[Key, float] = {}
+        self._refresh: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._fanout.subscribe(self._on_news, self._on_reset)
+        if self._refresh is not None:
+            await asyncio.shield(self._refresh)
+
+    async def stop(self) -> None:
+        await self._fanout.aclose()
+        if self._refresh is not None:
+            self._refresh.cancel()
+            await asyncio.gather(self._refresh, return_exceptions=True)
+
+    def watched(self, account_id: str, model: str | None) -> float | None:
+        """What the view holds for a key (None: clean), for tests and diagnostics."""
+        return self._watched.get((account_id, model))
+
+    async def snapshot(self, account_id: str, model: str, now: float) -> HealthSnapshot | None:
+        """The store's snapshot of the pair and its circuit when the view cannot vouch for
+        them; None (no round trip) when both are clean or only a streak may run."""
+        watched = self._watched
+        if not watched:
+            return None
+        if watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0):
+            return await self.store.snapshot([(account_id, model)], now)
+        return None
+
+    async def record(
+        self,
+        account_id: str,
+        model: str,
+        classification: Classification,
+        retry_after_s: float | None,
+        now: float,
+    ) -> list[HealthTransition]:
+        """`HealthStore.record`, skipped for a success on clean keys."""
+        pair, circuit = (account_id, model), (account_id, None)
+        watched = self._watched
+        if classification.resets_streak:
+            if pair not in watched and circuit not in watched:
+                return []
+            transitions = await self.store.record(
+                account_id, model, classification, retry_after_s, now
+            )
+            for key in (pair, circuit):
+                if watched.get(key, 0.0) <= now:  # no cooldown left on it
+                    watched.pop(key, None)
+            return transitions
+        if classification.scope is None:
+            return []
+        transitions = await self.store.record(account_id, model, classification, retry_after_s, now)
+        key = pair if classification.scope == "model" else circuit
+        until = max(
+            (t.until for t in transitions if t.until is not None and t.model == key[1]),
+            default=0.0,
+        )
+        news = HealthNews(account_id, key[1], until)
+        self._learn(news)
+        try:
+            await self._fanout.publish([news])
+        except STORE_ERRORS as exc:
+            log.error("health news not published", extra={"error": type(exc).__name__})
+        return transitions
+
+    def _learn(self, news: HealthNews) -> None:
+        key = (news.account_id, news.model)
+        self._watched[key] = max(self._watched.get(key, 0.0), news.until)
+
+    def _on_news(self, news: Sequence[HealthNews]) -> None:
+        for item in news:
+            self._learn(item)
+
+    def _on_reset(self) -> None:
+        # News may have been missed: nothing is vouched for until the store has been read.
+        for account_id, model in self._pairs:
+            self._watched[(account_id, model)] = math.inf
+            self._watched[(account_id, None)] = math.inf
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.create_task(self._reread())
+
+    async def _reread(self) -> None:
+        """Replace the unknowns with what the store holds: cooldowns keep their end, the rest
+        may carry a streak (0.0) until their next success resets it."""
+        try:
+            snapshot = await self.store.snapshot(self._pairs, self._clock.now().timestamp())
+        except STORE_ERRORS as exc:
+            log.error("health view not refreshed", extra={"error": type(exc).__name__})
+            return  # the unknowns stay: every request asks the store until the next reset
+        for key, until in list(self._watched.items()):
+            if until == math.inf:
+                self._watched[key] = 0.0
+        for account_id, cooldown in snapshot.circuits.items():
+            self._watched[(account_id, None)] = cooldown.until
+        for (account_id, model), cooldown in snapshot.cooling.items():
+            self._watched[(account_id, model)] = cooldown.until
