@@ -25,6 +25,14 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     redis_prefix: str = Field(default="leasegate", pattern=r"^[A-Za-z0-9:_-]{1,64}$")
     """Namespace for every Redis key and channel, so one Redis can serve several gateways."""
+    database_connect_timeout_s: PositiveSeconds = 3.0
+    """Opening a Postgres connection, and waiting for a pooled one."""
+    database_command_timeout_s: PositiveSeconds = 5.0
+    """One Postgres statement; past it the call fails and the request gets 503 `unavailable`."""
+    redis_connect_timeout_s: PositiveSeconds = 2.0
+    """Opening a Redis connection, and waiting for a pooled one."""
+    redis_command_timeout_s: PositiveSeconds = 2.0
+    """One Redis command's reply."""
     accounts_file: Path | None = None
     control_token: SecretStr | None = None
     admin_tokens: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)

@@ -27,8 +27,10 @@ from leasegate.db.audit_lock import lock_for_mint
 from leasegate.db.convert import decision_values, key_record, key_values
 from leasegate.db.engine import Database
 from leasegate.db.keys import is_live
+from leasegate.db.mint_pg import commit_mint_pg
 from leasegate.db.models import AccountLeaseRow, KeyRow, MintDecisionRow, live_dispatch_of
 from leasegate.db.models.audit_anchor import ANCHOR_ID, AuditAnchorRow
+from leasegate.db.models.audit_record import AuditRecordRow
 
 RENEWED = "renewed"
 
@@ -54,6 +56,16 @@ class MintRepository:
         now: datetime,
         admin_revision: int | None = None,
     ) -> None:
+        if self._db.dialect == "postgresql":
+            await commit_mint_pg(
+                self._db,
+                decision,
+                key,
+                lease_capacity=lease_capacity,
+                now=now,
+                admin_revision=admin_revision,
+            )
+            return
         try:
             async with self._db.session() as session:
                 if admin_revision is not None:
@@ -137,14 +149,29 @@ async def _claim_dispatch(session: AsyncSession, key: KeyRecord, now: datetime) 
 
 
 async def _hold_admin_revision(session: AsyncSession, dialect: str, expected: int) -> None:
-    """Insist the audit chain is as long as when the overlay was read, under the lock an
-    admin mutation takes exclusively: a mutation waits for mints already committing (and
-    then revokes their keys), and mints that start meanwhile see the new length and decide
-    again, so a disable can never miss a key minted concurrently."""
+    """Insist the audit chain is as long as when the overlay was read, and still ends where
+    its anchor says, under the lock an admin mutation takes exclusively: a mutation waits for
+    mints already committing (and then revokes their keys), and mints that start meanwhile see
+    the new length and decide again, so a disable can never miss a key minted concurrently.
+    A chain cut or re-headed behind the anchor's back moves too: the caller re-folds it and
+    finds it corrupt. (`leasegate_commit_mint` runs the same check on Postgres.)"""
     await lock_for_mint(session, dialect)
-    count = await session.scalar(select(AuditAnchorRow.count).where(AuditAnchorRow.id == ANCHOR_ID))
-    if (count or 0) != expected:
-        raise AdminStateMoved(f"audit chain at {count or 0}, overlay read at {expected}")
+    anchor = (
+        await session.execute(
+            select(AuditAnchorRow.count, AuditAnchorRow.head_hash).where(
+                AuditAnchorRow.id == ANCHOR_ID
+            )
+        )
+    ).first()
+    count = anchor.count if anchor is not None else 0
+    if count != expected:
+        raise AdminStateMoved(f"audit chain at {count}, overlay read at {expected}")
+    records = await session.scalar(select(func.count()).select_from(AuditRecordRow))
+    last = await session.scalar(
+        select(AuditRecordRow.hash).order_by(AuditRecordRow.seq.desc()).limit(1)
+    )
+    if records != count or (anchor is not None and last != anchor.head_hash):
+        raise AdminStateMoved("the audit chain no longer ends where its anchor says")
 
 
 async def _lock_account(session: AsyncSession, dialect_name: str, account_id: str) -> None:

@@ -11,6 +11,10 @@ class InProcessRevocationBus:
     def __init__(self) -> None:
         self._subscribers: list[OnRevoked] = []
 
+    @property
+    def ready(self) -> bool:
+        return True
+
     async def publish(self, revocations: Sequence[Revocation]) -> None:
         for deliver in self._subscribers:
             deliver(revocations)

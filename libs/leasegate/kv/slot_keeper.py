@@ -9,7 +9,9 @@ Reclamation bound: a process that dies (SIGKILL, OOM, a lost host) stops renewin
 its slots stops counting at most `lease_s` after that process's last renewal, so within
 `lease_s` of its death (plus clock skew between processes, assumed far below `lease_s`). With
 the default `LEASEGATE_REQUEST_SLOT_LEASE_S` of 30 s: a crashed proxy's slots are back within
-30 s. A release that fails in the store is reclaimed the same way, since it is no longer renewed.
+30 s. A release that fails in the store is retried in the background (backoff 0.1 s to 2 s)
+until it succeeds or the lease has run out, whichever is first: after a Redis blip the slot
+comes back as soon as Redis does, not a lease later.
 
 Accounts without a ceiling (`request_capacity: null`) are not counted at all: no store call,
 nothing to release.
@@ -25,6 +27,9 @@ from leasegate.core.clock import Clock, to_epoch
 from leasegate.core.ports.capacity import RequestSlots, SlotStoreError
 
 logger = logging.getLogger(__name__)
+
+_FIRST_RETRY_S = 0.1
+_MAX_RETRY_S = 2.0
 
 
 class SlotKeeper:
@@ -42,6 +47,7 @@ class SlotKeeper:
         self._held: dict[str, set[str]] = {}
         self._releasing: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def acquire(self, account_id: str, holder: str, capacity: int | None) -> bool:
         """True when the request may proceed; False means 429 at once.
@@ -63,15 +69,19 @@ class SlotKeeper:
     async def release(self, account_id: str, holder: str) -> None:
         """Give back `holder`'s slot. Idempotent; never raises for a store error.
 
-        The store call runs shielded, so a request whose task is being cancelled (the client
-        went away) still returns its slot now rather than a lease later.
+        The first store call runs shielded, so a request whose task is being cancelled (the
+        client went away) still returns its slot now rather than a lease later. If it fails
+        (Redis restarting, a stale connection), the release is retried in the background, with
+        backoff, until it succeeds or the slot's lease has run out anyway; the caller does not
+        wait for the retries.
         """
         if not self._forget(account_id, holder):
             return
-        task = asyncio.create_task(self._release_in_store(account_id, holder))
+        first = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._release_in_store(account_id, holder, first))
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)
-        await asyncio.shield(task)
+        await asyncio.shield(first)
 
     def holding(self, account_id: str) -> int:
         """How many slots this process holds (or is taking) on the account."""
@@ -94,7 +104,9 @@ class SlotKeeper:
             self._renewer = asyncio.create_task(self._renew_forever(), name="slot-keeper")
 
     async def stop(self) -> None:
-        """Stop renewing and give back every slot this process still holds."""
+        """Stop renewing and give back every slot this process still holds (one attempt
+        each: retries in progress stop after their current try)."""
+        self._stopping = True
         renewer, self._renewer = self._renewer, None
         if renewer is not None:
             renewer.cancel()
@@ -110,13 +122,33 @@ class SlotKeeper:
             await asyncio.sleep(self._renew_every_s)
             await self.renew_held()
 
-    async def _release_in_store(self, account_id: str, holder: str) -> None:
+    async def _release_in_store(
+        self, account_id: str, holder: str, first: asyncio.Future[None]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self._slots.lease_s  # renewed at most lease_s ago
+        delay = _FIRST_RETRY_S
         try:
-            await self._slots.release(account_id, holder)
-        except SlotStoreError as exc:
-            logger.warning(
-                "request slot release failed on %s; its lease reclaims it: %s", account_id, exc
-            )
+            while True:
+                try:
+                    await self._slots.release(account_id, holder)
+                    return
+                except SlotStoreError as exc:
+                    error = type(exc.__cause__ or exc).__name__
+                if not first.done():
+                    first.set_result(None)
+                if self._stopping or loop.time() + delay >= give_up_at:
+                    logger.warning(
+                        "request slot release failed on %s; its lease reclaims it (%s)",
+                        account_id,
+                        error,
+                    )
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_S)
+        finally:
+            if not first.done():
+                first.set_result(None)
 
     def _forget(self, account_id: str, holder: str) -> bool:
         holders = self._held.get(account_id)

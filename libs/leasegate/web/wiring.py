@@ -15,7 +15,10 @@ from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.witness import AuditWitness
 from leasegate.db.engine import Database
+from leasegate.db.engine import Deadlines as DatabaseDeadlines
 from leasegate.db.store import Store
+from leasegate.kv.connect import Deadlines as RedisDeadlines
+from leasegate.kv.connect import redis_client
 from leasegate.kv.health_fanout_memory import InProcessHealthFanout
 from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
@@ -46,11 +49,14 @@ class Stores:
             raise ConnectionError("database unreachable")
 
     async def ping_redis(self) -> None:
+        """Redis answers, and the revocation subscription (if this process has one) is live."""
         if self.redis is not None:
             try:
                 await self.redis.ping()
             except RedisError as exc:
                 raise ConnectionError(str(type(exc).__name__)) from None
+        if not self.revocations.ready:
+            raise ConnectionError("revocation subscription not live")
 
     async def aclose(self) -> None:
         await self.revocations.aclose()
@@ -76,7 +82,10 @@ def health_policy(config: Config) -> HealthPolicy:
 def open_stores(config: Config) -> Stores:
     """Construct (without connecting: the first use connects) every store for this config."""
     settings = config.settings
-    database = Database.connect(settings.database_url)
+    database = Database.connect(
+        settings.database_url,
+        DatabaseDeadlines(settings.database_connect_timeout_s, settings.database_command_timeout_s),
+    )
     policy = health_policy(config)
     if settings.redis_url is None:
         return Stores(
@@ -89,12 +98,10 @@ def open_stores(config: Config) -> Stores:
             redis=None,
             witness=InProcessAuditWitness(),
         )
-    # A blocking pool: a burst of admissions waits briefly for a connection rather than
-    # failing with MaxConnectionsError.
-    pool = aioredis.BlockingConnectionPool.from_url(
-        settings.redis_url, max_connections=512, timeout=5
+    client = redis_client(
+        settings.redis_url,
+        RedisDeadlines(settings.redis_connect_timeout_s, settings.redis_command_timeout_s),
     )
-    client = aioredis.Redis(connection_pool=pool)
     prefix = settings.redis_prefix
     return Stores(
         database=database,
@@ -102,7 +109,9 @@ def open_stores(config: Config) -> Stores:
         health=RedisHealthStore(client, prefix, policy),
         health_fanout=RedisHealthFanout(client, prefix),
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
-        revocations=RedisRevocationBus(client, prefix),
+        revocations=RedisRevocationBus(
+            client, prefix, reply_within_s=settings.redis_command_timeout_s
+        ),
         redis=client,
         witness=RedisAuditWitness(client, prefix),
     )

@@ -17,7 +17,7 @@ from leasegate.web.auth import Caller, require_admin
 
 
 def admin_router(runtime: ControlRuntime) -> APIRouter:
-    def admin(authorization: Annotated[str | None, Header()] = None) -> Caller:
+    async def admin(authorization: Annotated[str | None, Header()] = None) -> Caller:
         return require_admin(runtime.auth.authenticate(authorization))
 
     router = APIRouter()
@@ -29,7 +29,7 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
         body: StateBody,
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
-        caller = admin(authorization)
+        caller = await admin(authorization)
         if runtime.registry.account(account_id) is None:
             raise GatewayError("account-not-found", f"no account {account_id!r}")
         change = StateChange(

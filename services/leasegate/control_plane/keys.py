@@ -38,6 +38,20 @@ async def read(runtime: ControlRuntime, key_id: str) -> dict[str, Any]:
 
 
 async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict[str, Any]:
+    try:
+        return await _renew(runtime, key_id, ttl_s)
+    except AdminStateMoved:
+        # decided from a cached overlay that an operator has since changed: once more, fresh
+        runtime.overlay.forget()
+    try:
+        return await _renew(runtime, key_id, ttl_s)
+    except AdminStateMoved:
+        raise GatewayError(
+            "account-state-unavailable", "account state changed while renewing: try again"
+        ) from None
+
+
+async def _renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict[str, Any]:
     store = runtime.stores.store
     old = await store.get_key(key_id)
     if old is None:
@@ -87,10 +101,6 @@ async def renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dict
             now=now,
             admin_revision=facts.admin_revision,
         )
-    except AdminStateMoved:
-        raise GatewayError(
-            "account-state-unavailable", "account state changed while renewing: try again"
-        ) from None
     except (KeyNotLive, CitedDecisionSuperseded):
         raise GatewayError("key-not-live", "the key ended while renewing: mint again") from None
     except LeaseCapacityExhausted:

@@ -92,19 +92,13 @@ async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[s
         unknown = GatewayError("model-not-served", f"no account serves {body.model!r}")
         await refuse(runtime, body, start, unknown)
     await _hold_while_chain_corrupt(runtime, body, start)
-    # The UNIQUE live_dispatch column is the guarantee under concurrency (commit_mint); this
-    # read gives the SPEC-ordered answer before selection could answer something else.
-    if await runtime.stores.store.live_key_of_dispatch(
-        body.tenant, body.dispatch_id, runtime.clock.now()
-    ):
-        await refuse(runtime, body, start, _lease_held())
     return await _walk(runtime, body, start, candidates, ttl_s)
 
 
 async def _hold_while_chain_corrupt(runtime: ControlRuntime, body: MintBody, start: Start) -> None:
     """Nothing fails open: an overlay that does not verify might hide a disabled account.
     Checked after every rejection that applies, so a bad request is never told to wait."""
-    verdict = await runtime.overlay.verdict()
+    verdict = await runtime.overlay.decided()
     if verdict.status == "corrupt":
         held = GatewayError(
             "account-state-unavailable",
@@ -141,6 +135,8 @@ async def _walk(
                 raise GatewayError(
                     "account-state-unavailable", "account state is changing: try again"
                 ) from None
+            runtime.overlay.forget()
+            await _hold_while_chain_corrupt(runtime, body, start)
             facts = await runtime.facts(candidates)
             position, passed_over = start.position or 0, ()
         except LeaseCapacityExhausted:
@@ -218,6 +214,13 @@ def _lease_held() -> GatewayError:
 async def _no_eligible(
     runtime: ControlRuntime, body: MintBody, start: Start, outcome: NoneEligible
 ) -> None:
+    """`dispatch-lease-held` comes before selection's answer (SPEC order). A selected mint
+    learns it from its commit (the UNIQUE live_dispatch column decides every race); only a
+    mint nobody can serve needs this read, so the common path spends no round trip on it."""
+    if await runtime.stores.store.live_key_of_dispatch(
+        body.tenant, body.dispatch_id, runtime.clock.now()
+    ):
+        await refuse(runtime, body, start, _lease_held())
     await refuse(
         runtime,
         body,

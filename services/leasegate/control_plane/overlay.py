@@ -9,6 +9,7 @@ uses the cache: it re-reads and re-verifies the chain under the database lock.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from leasegate.web.errors import STORE_ERRORS
 log = logging.getLogger("leasegate.audit")
 
 MAX_CACHE_AGE_S = 5.0
+REPORT_DEADLINE_S = 2.5
+"""/readyz waits this long for the chain's state, then reports it `unknown`."""
 AUTHENTICATED_BY = "admin-token"
 
 _CacheKey = tuple[ChainHead, Witness | None]
@@ -62,9 +65,22 @@ class AdminOverlay:
         self._clock = clock
         # one tuple, rebound at once: a reader never sees one head with another's verdict
         self._cache: tuple[_CacheKey, ChainVerdict, float] | None = None
+        self._pending: asyncio.Future[ChainVerdict] | None = None
 
     async def verdict(self) -> ChainVerdict:
-        """The verified overlay, from the cache while the chain's head is unchanged."""
+        """The verified overlay, from the cache while the chain's head is unchanged.
+        Concurrent callers share one read (and at most one fold) instead of each doing it."""
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = asyncio.ensure_future(self._checked_verdict())
+            pending.add_done_callback(self._settled)
+        return await asyncio.shield(pending)
+
+    def _settled(self, done: asyncio.Future[ChainVerdict]) -> None:
+        if self._pending is done:
+            self._pending = None
+
+    async def _checked_verdict(self) -> ChainVerdict:
         witness = await self._read_witness()
         head = await self._repository.read_head()
         cached = self._cache
@@ -76,6 +92,26 @@ class AdminOverlay:
             return cached[1]
         verdict, _ = await self._fold(witness)
         return verdict
+
+    async def decided(self) -> ChainVerdict:
+        """The overlay a mint or a renewal decides with: the cached fold, without a read, while
+        it is younger than `MAX_CACHE_AGE_S` and verifies. Safe because their commit re-checks
+        the chain under the lock (`revision` is the anchor's count and the records still end
+        where the anchor says): a moved chain answers `AdminStateMoved`, and the caller calls
+        `forget()` and decides again from a fresh fold."""
+        cached = self._cache
+        if (
+            cached is not None
+            and cached[1].status != "corrupt"
+            and self._clock.monotonic() - cached[2] < MAX_CACHE_AGE_S
+        ):
+            return cached[1]
+        return await self.verdict()
+
+    def forget(self) -> None:
+        """Drop the cached fold: the next read folds the chain from storage."""
+        self._cache = None
+        self._pending = None
 
     async def read_full(self) -> tuple[ChainVerdict, ChainSnapshot]:
         """A full read and fold, bypassing (and refreshing) the cache."""
@@ -141,8 +177,9 @@ class AdminOverlay:
     async def report(self) -> Mapping[str, Any]:
         """For /readyz's body: the chain's state, which never makes the process unready."""
         try:
-            verdict = await self.verdict()
-        except STORE_ERRORS as exc:
+            async with asyncio.timeout(REPORT_DEADLINE_S):
+                verdict = await self.verdict()
+        except STORE_ERRORS as exc:  # TimeoutError included: it is an OSError
             return {"audit_chain": {"chain": "unknown", "error": type(exc).__name__}}
         return {
             "audit_chain": {

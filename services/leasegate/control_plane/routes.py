@@ -26,7 +26,7 @@ _IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
 
 
 def control_router(runtime: ControlRuntime) -> APIRouter:
-    def caller(authorization: Annotated[str | None, Header()] = None) -> Caller:
+    async def caller(authorization: Annotated[str | None, Header()] = None) -> Caller:
         return runtime.auth.authenticate(authorization)
 
     router = APIRouter(prefix="/control/v2", dependencies=[Depends(caller)])

@@ -54,14 +54,12 @@ class ControlRuntime:
             leases_held=leases,
         )
 
-    async def admin_states(self) -> dict[str, AdminState]:
-        return (await self.admin_view())[0]
-
     async def admin_view(self) -> tuple[dict[str, AdminState], int]:
         """The operators' overlay and the chain revision it was folded from; held
         (`account-state-unavailable`) while the chain is corrupt: an overlay nobody can verify
-        never decides who may be selected."""
-        verdict = await self.overlay.verdict()
+        never decides who may be selected. From the overlay's cached fold: the commit that
+        follows re-checks the chain's revision under the lock."""
+        verdict = await self.overlay.decided()
         if verdict.status == "corrupt":
             raise GatewayError("account-state-unavailable", "the admin audit chain does not verify")
         return dict(verdict.overlay), verdict.revision

@@ -176,7 +176,9 @@ async def _take_slot(runtime: ProxyRuntime, attempt: Attempt, account: Account) 
     try:
         admitted = await runtime.slots.acquire(account.id, attempt.request_id, capacity)
     except SlotStoreError:
-        raise GatewayError("unavailable", "the request-slot store is unreachable") from None
+        raise GatewayError(
+            "unavailable", "the request-slot store is unreachable", retry_after_s=1.0
+        ) from None
     if not admitted:
         raise GatewayError(
             "account-request-capacity-exhausted",

@@ -5,6 +5,11 @@ deny list kept until the key would have expired anyway, so a revoked key is refu
 replica at once. The deny list is checked after a database read as well, which closes the race
 where a revocation lands while the read is in flight. When the fan-out reconnects (messages may
 have been lost) the cache is dropped and the database answers until it warms again.
+
+While the database cannot answer (down, or past its deadline), a key whose cache entry has
+aged out keeps being served from that entry: a partition does not refuse the keys a proxy
+already knows. Expiry and revocations by fan-out still apply to it; only a key this process
+has never seen needs the database (503 `unavailable` while it is out).
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import KeyReader
 from leasegate.core.records import KeyRecord
 from leasegate.keys import ParsedKey, parse_key, secret_matches
+from leasegate.web.errors import STORE_ERRORS
 
 _MAX_ENTRIES = 100_000
+STALE_GRACE_S = 5.0
+"""After a failed database read, known keys are served from the cache this long untried."""
 
 
 class KeyRefused(GatewayError):
@@ -37,6 +45,7 @@ class KeyResolver:
         self._ttl_s = ttl_s
         self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
         self._revoked: dict[str, float] = {}
+        self._database_out_until = 0.0
 
     async def resolve(self, parsed: ParsedKey) -> KeyRecord:
         """The live key for a presented token, or the refusal (`key-*`) that applies."""
@@ -52,9 +61,18 @@ class KeyResolver:
     async def _lookup(self, key_id: str) -> KeyRecord | None:
         now = self._clock.monotonic()
         hit = self._cache.get(key_id)
-        if hit is not None and hit[1] > now:
+        if hit is not None and (hit[1] > now or now < self._database_out_until):
             return hit[0]
-        record = await self._reader.get_key(key_id)
+        try:
+            record = await self._reader.get_key(key_id)
+        except STORE_ERRORS:
+            if hit is None:
+                raise
+            # The database cannot answer: a key this process already knows keeps serving, and
+            # for the next STALE_GRACE_S known keys do not wait for the database's deadline.
+            # resolve() still refuses it once expired or revoked (fan-out lands in the deny list).
+            self._database_out_until = now + STALE_GRACE_S
+            return hit[0]
         if record is not None and record.revoked_at is None and key_id not in self._revoked:
             self._cache[key_id] = (record, now + self._ttl_s)
             self._cache.move_to_end(key_id)

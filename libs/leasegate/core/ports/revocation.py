@@ -22,7 +22,12 @@ OnReset = Callable[[], None]
 class RevocationBus(Protocol):
     async def publish(self, revocations: Sequence[Revocation]) -> None: ...
 
+    @property
+    def ready(self) -> bool:
+        """False while a wanted subscription is not live (revocations could be missed)."""
+
     async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
-        """Start delivering; returns once the subscription is live."""
+        """Start delivering, in the background if the bus needs a connection (`ready` then
+        says when it is live); never waits for a store to answer."""
 
     async def aclose(self) -> None: ...
