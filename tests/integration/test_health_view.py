@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -203,3 +204,23 @@ async def test_a_cooldown_older_than_the_view_is_honoured(
         assert snapshot.cooling_for("acct", "gpt-4o") is not None
     finally:
         await late.stop()
+
+
+async def test_while_the_news_cannot_arrive_every_request_asks_the_store() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    client = aioredis.from_url(f"redis://127.0.0.1:{closed_port}/0")
+    counted = Counted(InProcessHealthStore(POLICY))
+    fanout = RedisHealthFanout(client, "lgtest:down", reply_within_s=0.2)
+    view = HealthView(counted, fanout, REGISTRY, SystemClock())
+    await view.start()
+    try:
+        assert not fanout.ready
+        now = time.time()
+        for _ in range(3):
+            assert await view.snapshot("acct", "gpt-4o", now) is not None
+        assert counted.calls == 3
+    finally:
+        await view.stop()
+        await client.aclose()

@@ -11,6 +11,10 @@ class InProcessHealthFanout:
     def __init__(self) -> None:
         self._subscribers: list[OnNews] = []
 
+    @property
+    def ready(self) -> bool:
+        return True
+
     async def publish(self, news: Sequence[HealthNews]) -> None:
         for deliver in self._subscribers:
             deliver(news)

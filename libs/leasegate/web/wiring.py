@@ -107,7 +107,9 @@ def open_stores(config: Config) -> Stores:
         database=database,
         store=Store(database),
         health=RedisHealthStore(client, prefix, policy),
-        health_fanout=RedisHealthFanout(client, prefix),
+        health_fanout=RedisHealthFanout(
+            client, prefix, reply_within_s=settings.redis_command_timeout_s
+        ),
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
         revocations=RedisRevocationBus(
             client, prefix, reply_within_s=settings.redis_command_timeout_s

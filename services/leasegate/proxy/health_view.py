@@ -8,14 +8,16 @@ per account circuit, what is known to be not clean:
                                 or elsewhere): the next success must reset it in the store
     watched[key] = until > 0    a cooldown was opened (until then) or may be: requests ask the
                                 store for the exact rule before going upstream
-    watched[key] = inf          unknown (the subscription just (re)connected): ask the store
+    watched[key] = inf          unknown (start-up, or the subscription just (re)connected):
+                                ask the store until it has been read
 
 A key not in the view is clean: a request on it asks nothing before going upstream, and its
 success writes nothing after. A failure is recorded in the store as ever, then published to
 every proxy (`HealthFanout`), so a cooldown opened anywhere is refused everywhere as soon as
 the news arrives. A success on a watched key is recorded once, which resets the streak in the
 store; the key leaves the view when no cooldown is left on it. Between a failure elsewhere and
-its news arriving (one pub/sub delivery), a success here does not reset that streak.
+its news arriving (one pub/sub delivery), a success here does not reset that streak. While the
+subscription is down every request asks the store, as before this view existed.
 """
 
 from __future__ import annotations
@@ -57,8 +59,11 @@ class HealthView:
         ]
         self._watched: dict[Key, float] = {}
         self._refresh: asyncio.Task[None] | None = None
+        self._mark_unknown()
 
     async def start(self) -> None:
+        """Subscribe to the news; returns once the store has been read, or at once when the
+        subscription is not live yet (then every request asks the store until it is)."""
         await self._fanout.subscribe(self._on_news, self._on_reset)
         if self._refresh is not None:
             await asyncio.shield(self._refresh)
@@ -77,9 +82,10 @@ class HealthView:
         """The store's snapshot of the pair and its circuit when the view cannot vouch for
         them; None (no round trip) when both are clean or only a streak may run."""
         watched = self._watched
-        if not watched:
-            return None
-        if watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0):
+        if (
+            watched
+            and (watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0))
+        ) or not self._fanout.ready:
             return await self.store.snapshot([(account_id, model)], now)
         return None
 
@@ -128,11 +134,14 @@ class HealthView:
         for item in news:
             self._learn(item)
 
-    def _on_reset(self) -> None:
-        # News may have been missed: nothing is vouched for until the store has been read.
+    def _mark_unknown(self) -> None:
         for account_id, model in self._pairs:
             self._watched[(account_id, model)] = math.inf
             self._watched[(account_id, None)] = math.inf
+
+    def _on_reset(self) -> None:
+        # News may have been missed: nothing is vouched for until the store has been read.
+        self._mark_unknown()
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.create_task(self._reread())
 

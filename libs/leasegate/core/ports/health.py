@@ -130,7 +130,12 @@ class HealthFanout(Protocol):
 
     async def publish(self, news: Sequence[HealthNews]) -> None: ...
 
+    @property
+    def ready(self) -> bool:
+        """False while the subscription is down (news could be missed)."""
+
     async def subscribe(self, on_news: OnNews, on_reset: OnHealthReset) -> None:
-        """Start delivering; returns once the subscription is live."""
+        """Start delivering, in the background if the fan-out needs a connection (`ready`
+        then says when it is live); never waits for a store to answer."""
 
     async def aclose(self) -> None: ...
