@@ -83,8 +83,12 @@ async def _phase(
     )
 
 
+_DISPATCHES = itertools.count()
+"""Every mint of a run gets a dispatch id of its own (a repeat would get 409s otherwise)."""
+
+
 async def _mints(url: str, pid: int, concurrency: int) -> PhaseResult:
-    counter = itertools.count()
+    counter = _DISPATCHES
     host = url.removeprefix("http://")
 
     def render() -> bytes:
