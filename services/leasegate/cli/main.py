@@ -28,6 +28,11 @@ from leasegate.web.logs import configure_logging
 log = logging.getLogger("leasegate.cli")
 
 _DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
+_WORKER_HEALTHCHECK_S = 30
+_FACTORIES = {
+    "control-plane": "leasegate.cli.apps:control_plane_app",
+    "proxy": "leasegate.cli.apps:proxy_app",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,7 +58,8 @@ def _run(args: argparse.Namespace, config: Config) -> int:
     if args.command == "migrate":
         upgrade(config.settings.database_url)
         return 0
-    app: ASGIApp
+    app: ASGIApp | str
+    workers = getattr(args, "workers", 1)
     if args.command == "dev":
         if config.settings.control_token is None:
             token = secrets.token_urlsafe(24)
@@ -62,12 +68,18 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         app = create_dev_app(config)
     elif args.command == "control-plane":
         _require_production(config, needs_control_token=True)
-        app = create_control_plane_app(config)
+        app = create_control_plane_app(config) if workers == 1 else _FACTORIES[args.command]
     else:
         _require_production(config, needs_control_token=False)
-        app = create_proxy_app(config)
+        app = create_proxy_app(config) if workers == 1 else _FACTORIES[args.command]
     uvicorn.run(
         app,
+        # N > 1: N processes accept on the one listening socket, each building its own app
+        factory=workers > 1,
+        workers=workers if workers > 1 else None,
+        # a worker answers the supervisor's ping only once its imports are done: on a busy
+        # machine that takes longer than uvicorn's 5 s default, and it would be restarted
+        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
         host=args.host,
         port=args.port if args.port is not None else _DEFAULT_PORTS[args.command],
         log_config=None,
@@ -91,6 +103,13 @@ def _require_production(config: Config, *, needs_control_token: bool) -> None:
         raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leasegate", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -102,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=summary)
         command.add_argument("--host", default="127.0.0.1")
         command.add_argument("--port", type=int, default=None)
+        if name != "dev":  # embedded mode's in-process stores live in one process
+            command.add_argument(
+                "--workers", type=_positive, default=1, help="processes on the one port (1)"
+            )
     commands.add_parser("migrate", help="alembic upgrade head on LEASEGATE_DATABASE_URL")
     add_admin_commands(commands)
     return parser
