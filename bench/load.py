@@ -48,19 +48,30 @@ class PhaseResult:
     rss_kb: int | None
 
 
+def _tree(pid: int) -> list[int]:
+    """The process and its children (a `--workers N` server is a supervisor and N workers)."""
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as children:
+        return [pid, *(int(p) for p in children.read().split())]
+
+
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        # Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * _TICK_S
+    """CPU time of the process and its children so far."""
+    total = 0
+    for member in _tree(pid):
+        with open(f"/proc/{member}/stat", encoding="ascii") as stat:
+            # Fields after the parenthesised command name; utime and stime are fields 14, 15.
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total * _TICK_S
 
 
 def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    """Resident memory of the process and its children."""
+    total = 0
+    for member in _tree(pid):
+        with open(f"/proc/{member}/status", encoding="ascii") as status:
+            total += next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return total
 
 
 def request_body(*, stream: bool) -> bytes:

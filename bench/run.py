@@ -9,7 +9,7 @@ Prints the issue's summary table (median [min-max] of the repeats) and every pha
 writes bench/results/latest.json. Everything it started is stopped, and the database
 dropped, however the run ends.
 
-    python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N]
+    python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
 """
 
 from __future__ import annotations
@@ -147,6 +147,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--live-keys", type=int, default=0, help="extra live keys in the production database"
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes of the production proxy (1)"
+    )
     return parser.parse_args()
 
 
@@ -157,7 +160,12 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     load_before = round(os.getloadavg()[0], 2)
-    options = Options(ceiling=args.ceiling, accounts=args.accounts, live_keys=args.live_keys)
+    options = Options(
+        ceiling=args.ceiling,
+        accounts=args.accounts,
+        live_keys=args.live_keys,
+        workers=args.workers,
+    )
     with ExitStack() as resources:
         sys.stderr.write("bench: starting mock upstream, database, control plane, proxy, dev\n")
         stack = start_stack(resources, RESULTS / "logs", options)

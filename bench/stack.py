@@ -46,6 +46,8 @@ class Options:
     """Accounts in the file, all serving the benchmark's model from the same mock."""
     live_keys: int = 0
     """Extra live keys inserted in the production database before measuring."""
+    workers: int = 1
+    """`leasegate proxy --workers N` (CPU and RSS are summed over its processes)."""
 
 
 @dataclass(frozen=True)
@@ -196,9 +198,10 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
     ):
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        pid = stack.enter_context(
-            process(name, _leasegate(command, port), service_env, logs, f"{url}/readyz")
-        )
+        argv = _leasegate(command, port)
+        if name == "proxy" and options.workers > 1:
+            argv += ["--workers", str(options.workers)]
+        pid = stack.enter_context(process(name, argv, service_env, logs, f"{url}/readyz"))
         services[name] = Service(url, pid)
     return Stack(
         Service(up_url, up_pid),
