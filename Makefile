@@ -16,6 +16,7 @@ $(VENV)/.installed: pyproject.toml
 
 services:
 	@scripts/ensure-services
+	@scripts/ensure-browser
 
 lint: install
 	$(BIN)/ruff check .

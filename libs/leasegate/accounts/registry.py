@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, cast
 from urllib.parse import urlsplit
 
+from leasegate.spend.prices import Prices, parse_prices
+
 Provider = Literal["openai", "anthropic", "openrouter", "openai-compatible"]
 PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "openrouter", "openai-compatible")
 
 ACCOUNT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CREDENTIAL_ENV = re.compile(r"LEASEGATE_CRED_[A-Z0-9_]+")
+CURRENCY = re.compile(r"[A-Z]{3}")
 
 _FIELDS = frozenset(
     {
@@ -58,10 +61,17 @@ class Account:
     stream_idle_timeout_s: float | None = None
     max_connections: int | None = None
     """Size of this account's own connection pool; None: the global default."""
+    prices: Mapping[str, Prices] = field(default_factory=dict)
+    """Requested name -> prices per million tokens, for the models that declare them."""
 
     @property
     def speaks_anthropic(self) -> bool:
         return self.provider == "anthropic"
+
+    @property
+    def input_includes_cache(self) -> bool:
+        """OpenAI-shaped usage counts cached tokens inside the input; Anthropic's beside it."""
+        return not self.speaks_anthropic
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,8 @@ class Candidate:
 @dataclass(frozen=True)
 class Registry:
     accounts: tuple[Account, ...]
+    currency: str | None = None
+    """The currency every price in the file is in (named once, at the top)."""
     _by_id: Mapping[str, Account] = field(init=False, repr=False)
     _by_model: Mapping[str, tuple[Candidate, ...]] = field(init=False, repr=False)
 
@@ -101,10 +113,13 @@ def parse_accounts(document: object, configured_envs: Set[str]) -> Registry:
     """Validate the loaded YAML document. `configured_envs`: credential variables that are set."""
     if document is None:
         return Registry(())
-    if not isinstance(document, Mapping) or set(document) - {"accounts"}:
+    if not isinstance(document, Mapping) or set(document) - {"accounts", "currency"}:
         raise AccountsFileError(
-            "accounts file: the top level must be a mapping with one key, 'accounts'"
+            "accounts file: the top level must be a mapping of 'accounts' (and 'currency')"
         )
+    currency = document.get("currency")
+    if currency is not None and not (isinstance(currency, str) and CURRENCY.fullmatch(currency)):
+        raise AccountsFileError("accounts file: 'currency' must be a code such as USD or EUR")
     entries = document.get("accounts") or []
     if not isinstance(entries, list):
         raise AccountsFileError("accounts file: 'accounts' must be a list")
@@ -118,7 +133,9 @@ def parse_accounts(document: object, configured_envs: Set[str]) -> Registry:
             )
         seen.add(account.id)
         accounts.append(account)
-    return Registry(tuple(accounts))
+    if currency is None and any(a.prices for a in accounts):
+        raise AccountsFileError("accounts file: prices are given, so 'currency' must be named")
+    return Registry(tuple(accounts), currency)
 
 
 def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Account:
@@ -144,12 +161,14 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
     credential_env = entry.get("credential_env")
     if not isinstance(credential_env, str) or not CREDENTIAL_ENV.fullmatch(credential_env):
         raise fail("credential_env", "must match LEASEGATE_CRED_[A-Z0-9_]+")
+    models, prices = _parse_models(entry.get("models"), fail)
     return Account(
         id=raw_id,
         provider=cast("Provider", provider),
         base_url=base_url.rstrip("/"),
         credential_env=credential_env,
-        models=_parse_models(entry.get("models"), fail),
+        models=models,
+        prices=prices,
         configured=credential_env in configured_envs,
         lease_capacity=_capacity(entry.get("lease_capacity"), "lease_capacity", fail),
         request_capacity=_capacity(entry.get("request_capacity"), "request_capacity", fail),
@@ -173,9 +192,11 @@ def _is_http_url(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
 
 
-def _parse_models(raw: object, fail: _Fail) -> dict[str, str]:
+def _parse_models(raw: object, fail: _Fail) -> tuple[dict[str, str], dict[str, Prices]]:
+    """`models`: a list of names, or a mapping of requested name to either the served name or
+    an entry `{served: name, prices: {...}}`."""
     if isinstance(raw, list):
-        pairs = [(m, m) for m in raw]
+        pairs: list[tuple[object, object]] = [(m, m) for m in raw]
     elif isinstance(raw, Mapping):
         pairs = list(raw.items())
     else:
@@ -183,18 +204,39 @@ def _parse_models(raw: object, fail: _Fail) -> dict[str, str]:
     if not pairs:
         raise fail("models", "must name at least one model")
     models: dict[str, str] = {}
-    for requested, served in pairs:
-        if (
-            not isinstance(requested, str)
-            or not requested
-            or not isinstance(served, str)
-            or not served
-        ):
+    prices: dict[str, Prices] = {}
+    for requested, entry in pairs:
+        served, priced = _model_entry(requested, entry, fail)
+        if not isinstance(requested, str) or not requested or not served:
             raise fail("models", "model names must be non-empty strings")
         if requested in models:
             raise fail("models", f"model {requested!r} is listed twice")
         models[requested] = served
-    return models
+        if priced is not None:
+            prices[requested] = priced
+    return models, prices
+
+
+_MODEL_ENTRY_FIELDS = frozenset({"served", "prices"})
+
+
+def _model_entry(requested: object, entry: object, fail: _Fail) -> tuple[str, Prices | None]:
+    if isinstance(entry, str):
+        return entry, None
+    if not isinstance(entry, Mapping):
+        raise fail("models", "a model entry must be a served name or a mapping")
+    unknown = sorted(str(k) for k in entry if k not in _MODEL_ENTRY_FIELDS)
+    if unknown:
+        raise fail("models", f"model {requested!r}: unknown field {unknown[0]!r}")
+    served = entry.get("served", requested)
+    if not isinstance(served, str):
+        raise fail("models", f"model {requested!r}: 'served' must be a model name")
+    if entry.get("prices") is None:
+        return served, None
+    try:
+        return served, parse_prices(entry["prices"])
+    except ValueError as exc:
+        raise fail("models", f"model {requested!r}: {exc}") from None
 
 
 def _capacity(raw: object, field_name: str, fail: _Fail) -> int | None:

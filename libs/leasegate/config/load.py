@@ -25,6 +25,8 @@ class Config:
     """account id -> credential, for configured accounts only. Never logged."""
     unknown_variables: tuple[str, ...] = ()
     """LEASEGATE_* names that are neither a setting nor a credential: likely typos, warned of."""
+    tracing_endpoint: str | None = None
+    """OTEL_EXPORTER_OTLP_ENDPOINT, the OpenTelemetry standard variable: tracing is on if set."""
 
 
 def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Config:
@@ -37,7 +39,13 @@ def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Co
         for a in registry.accounts
         if a.configured
     }
-    return Config(settings, registry, credentials, _unknown_variables(source))
+    return Config(
+        settings,
+        registry,
+        credentials,
+        _unknown_variables(source),
+        tracing_endpoint=source.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None,
+    )
 
 
 def _unknown_variables(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -59,6 +59,11 @@ class Settings(BaseSettings):
     evidence_flush_interval_s: PositiveSeconds = 0.05
     shutdown_drain_s: PositiveSeconds = 10.0
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+    console_secret: SecretStr | None = None
+    """HMAC key of the console's session cookies; unset: a random key per process."""
+    console_session_ttl_s: int = Field(default=8 * 3600, ge=60, le=7 * 86400)
+    metrics_tenant_label: bool = False
+    """Label mint metrics with the tenant (the first `METRICS_MAX_TENANTS`, then `other`)."""
 
     @field_validator("admin_tokens", mode="before")
     @classmethod
@@ -76,6 +81,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"token name {name!r} appears twice")
             tokens[name] = token
         return tokens
+
+    @field_validator("console_secret")
+    @classmethod
+    def _long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value()) < 32:
+            raise ValueError("must be at least 32 characters (e.g. `openssl rand -hex 32`)")
+        return secret
 
     @field_validator("database_url")
     @classmethod

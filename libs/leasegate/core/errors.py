@@ -33,6 +33,7 @@ _CONFLICT = "conflict_error"
 _UNAVAILABLE = "service_unavailable"
 _RATE = "rate_limit_error"
 _UPSTREAM = "upstream_error"
+_BUDGET = "budget_exhausted"
 
 CODES: dict[str, CodeInfo] = {
     # request shape and auth, both services
@@ -78,6 +79,9 @@ CODES: dict[str, CodeInfo] = {
     "model-not-permitted": CodeInfo(403, _PERM, "rejected"),
     "endpoint-not-served": CodeInfo(404, _NOT_FOUND, "rejected"),
     "account-request-capacity-exhausted": CodeInfo(429, _RATE, "held"),
+    # spend ceilings: never a health failure, never qualifying for a hop
+    "dispatch-budget-exhausted": CodeInfo(402, _BUDGET, "rejected"),
+    "tenant-budget-exhausted": CodeInfo(402, _BUDGET, "held"),
     "model-cooling": CodeInfo(503, _UNAVAILABLE, "held"),
     "circuit-open": CodeInfo(503, _UNAVAILABLE, "held"),
     "upstream-pool-exhausted": CodeInfo(503, _UNAVAILABLE, "held"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Literal
 
 from leasegate.core.errors import PassOver
@@ -43,6 +44,11 @@ class KeyRecord:
     expires_at: datetime
     revoked_at: datetime | None = None
     revoke_reason: str | None = None
+    chain_id: str | None = None
+    """The dispatch's chain (its first decision's id): hops and renewals share it, and its
+    budget."""
+    budget_max_tokens: int | None = None
+    budget_max_cost: Decimal | None = None
 
     def state(self, now: datetime) -> KeyState:
         if self.revoked_at is not None:
@@ -81,6 +87,11 @@ class MintDecision:
     """The caller's idempotency key, unique per tenant; a replay answers with this decision."""
     request_fingerprint: str | None = None
     """A digest of the request that carried idempotency_key, to tell a replay from a reuse."""
+    chain_id: str | None = None
+    """The first decision of this dispatch's chain; a hop, a supersede and a renewal inherit
+    it, and with it the chain's budget."""
+    budget_max_tokens: int | None = None
+    budget_max_cost: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,3 +120,5 @@ class EvidenceRow:
     first_byte_ms: float | None
     duration_ms: float
     malformed_chunks: int = 0
+    cost: Decimal | None = None
+    """In the accounts file's currency; None where the model has no prices or no usage came."""

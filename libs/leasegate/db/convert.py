@@ -35,6 +35,9 @@ def key_values(key: KeyRecord) -> dict[str, Any]:
         "revoked_at": key.revoked_at,
         "revoke_reason": key.revoke_reason,
         "live_dispatch": live_dispatch_of(key.tenant, key.dispatch_id) if live else None,
+        "chain_id": key.chain_id,
+        "budget_max_tokens": key.budget_max_tokens,
+        "budget_max_cost": key.budget_max_cost,
     }
 
 
@@ -52,6 +55,9 @@ def key_record(row: KeyRow) -> KeyRecord:
         expires_at=row.expires_at,
         revoked_at=row.revoked_at,
         revoke_reason=row.revoke_reason,
+        chain_id=row.chain_id,
+        budget_max_tokens=row.budget_max_tokens,
+        budget_max_cost=row.budget_max_cost,
     )
 
 
@@ -77,6 +83,9 @@ def decision_values(decision: MintDecision) -> dict[str, Any]:
         "authorised_by_request_id": decision.authorised_by_request_id,
         "idempotency_key": decision.idempotency_key,
         "request_fingerprint": decision.request_fingerprint,
+        "chain_id": decision.chain_id,
+        "budget_max_tokens": decision.budget_max_tokens,
+        "budget_max_cost": decision.budget_max_cost,
     }
 
 
@@ -102,6 +111,9 @@ def decision_record(row: MintDecisionRow) -> MintDecision:
         authorised_by_request_id=row.authorised_by_request_id,
         idempotency_key=row.idempotency_key,
         request_fingerprint=row.request_fingerprint,
+        chain_id=row.chain_id,
+        budget_max_tokens=row.budget_max_tokens,
+        budget_max_cost=row.budget_max_cost,
     )
 
 

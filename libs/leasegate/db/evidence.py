@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from leasegate.core.records import EvidenceRow
@@ -40,6 +40,8 @@ class EvidenceRepository:
         account_id: str | None = None,
         since: datetime | None = None,
         limit: int = 100,
+        served_model: str | None = None,
+        outcome: str | None = None,
     ) -> list[EvidenceRow]:
         """Newest first; `since` is inclusive; `limit` is clamped to 1..MAX_QUERY_LIMIT."""
         query = select(EvidenceRecordRow).order_by(*_NEWEST_FIRST)
@@ -47,11 +49,25 @@ class EvidenceRepository:
             query = query.where(EvidenceRecordRow.mint_decision_id == decision_id)
         if account_id is not None:
             query = query.where(EvidenceRecordRow.account_id == account_id)
+        if served_model is not None:
+            query = query.where(EvidenceRecordRow.served_model == served_model)
+        if outcome is not None:
+            query = query.where(EvidenceRecordRow.outcome == outcome)
         if since is not None:
             query = query.where(EvidenceRecordRow.started_at >= since)
         query = query.limit(max(1, min(limit, MAX_QUERY_LIMIT)))
         async with self._db.session() as session:
             return [evidence_record(row) for row in await session.scalars(query)]
+
+    async def outcome_counts(self, since: datetime) -> dict[str, int]:
+        """Rows per outcome that started at or after `since`; outcomes with none are absent."""
+        query = (
+            select(EvidenceRecordRow.outcome, func.count())
+            .where(EvidenceRecordRow.started_at >= since)
+            .group_by(EvidenceRecordRow.outcome)
+        )
+        async with self._db.session() as session:
+            return {outcome: count for outcome, count in (await session.execute(query)).all()}
 
     async def evidence_for_decisions(
         self, decision_ids: Iterable[str]

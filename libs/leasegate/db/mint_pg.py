@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import text
@@ -77,6 +78,8 @@ def _document(values: dict[str, Any]) -> str:
 def _instant(value: object) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
     raise TypeError(f"{type(value).__name__} is not a column value")
 
 

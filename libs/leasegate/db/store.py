@@ -8,9 +8,17 @@ from leasegate.db.evidence import EvidenceRepository
 from leasegate.db.hops import HopRepository
 from leasegate.db.keys import KeyRepository
 from leasegate.db.mint import MintRepository
+from leasegate.db.usage import UsageRepository
 
 
-class Store(KeyRepository, MintRepository, DecisionRepository, EvidenceRepository, HopRepository):
+class Store(
+    KeyRepository,
+    MintRepository,
+    DecisionRepository,
+    EvidenceRepository,
+    HopRepository,
+    UsageRepository,
+):
     """Implements the Protocols of leasegate.core.ports.storage; each call is one transaction.
 
     Services only ever see the dataclasses of leasegate.core.records and the refusals of

@@ -40,6 +40,12 @@ class TokenAuthority:
             raise GatewayError("unauthenticated", "invalid bearer token")
         return matched
 
+    def knows(self, kind: str, name: str) -> bool:
+        """Whether a caller of this kind and name is still configured (for console sessions)."""
+        if kind == "control":
+            return self._control is not None
+        return kind == "admin" and any(n == name for n, _ in self._admins)
+
 
 def require_admin(caller: Caller) -> Caller:
     if caller.kind != "admin":

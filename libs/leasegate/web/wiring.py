@@ -13,6 +13,7 @@ from leasegate.config import Config
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
+from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.ports.witness import AuditWitness
 from leasegate.db.engine import Database
 from leasegate.db.engine import Deadlines as DatabaseDeadlines
@@ -27,6 +28,8 @@ from leasegate.kv.revocations_memory import InProcessRevocationBus
 from leasegate.kv.revocations_redis import RedisRevocationBus
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots
+from leasegate.kv.spend_memory import InProcessChainSpend
+from leasegate.kv.spend_redis import RedisChainSpend
 from leasegate.kv.witness_memory import InProcessAuditWitness
 from leasegate.kv.witness_redis import RedisAuditWitness
 
@@ -43,6 +46,8 @@ class Stores:
     redis: aioredis.Redis | None
     witness: AuditWitness
     """The audit chain's high-water mark, outside the database."""
+    spend: ChainSpend
+    """Each dispatch chain's running tokens and cost, for its budget."""
 
     async def ping_database(self) -> None:
         if not await self.database.ping():
@@ -65,7 +70,8 @@ class Stores:
         await self.slots.aclose()
         if self.redis is not None:
             with contextlib.suppress(RedisError, OSError):
-                await self.redis.aclose()
+                # the pool was passed in, so the client would leave its sockets open
+                await self.redis.aclose(close_connection_pool=True)
         await self.database.dispose()
 
 
@@ -97,6 +103,7 @@ def open_stores(config: Config) -> Stores:
             revocations=InProcessRevocationBus(),
             redis=None,
             witness=InProcessAuditWitness(),
+            spend=InProcessChainSpend(),
         )
     client = redis_client(
         settings.redis_url,
@@ -116,4 +123,5 @@ def open_stores(config: Config) -> Stores:
         ),
         redis=client,
         witness=RedisAuditWitness(client, prefix),
+        spend=RedisChainSpend(client, prefix),
     )

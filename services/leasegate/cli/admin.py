@@ -20,7 +20,9 @@ import httpx
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-ADMIN_COMMANDS = frozenset({"accounts", "audit"})
+from leasegate.cli.usage import add_usage_command, print_usage
+
+ADMIN_COMMANDS = frozenset({"accounts", "audit", "usage"})
 DEFAULT_URL = "http://127.0.0.1:8080"
 _STATES = {"disable": "disabled", "enable": "enabled", "drain": "draining"}
 
@@ -31,6 +33,8 @@ class ClientSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LEASEGATE_", extra="ignore")
 
     admin_token: SecretStr | None = None
+    control_token: SecretStr | None = None
+    """Enough for the read-only `usage`."""
 
 
 def add_admin_commands(commands: Any) -> None:
@@ -47,6 +51,7 @@ def add_admin_commands(commands: Any) -> None:
     audit = commands.add_parser("audit", help="the admin audit chain")
     audit_actions = audit.add_subparsers(dest="action", required=True)
     _client_options(audit_actions.add_parser("verify", help="exit 0 only when the chain is ok"))
+    add_usage_command(commands, _client_options)
 
 
 def _client_options(parser: argparse.ArgumentParser) -> None:
@@ -55,15 +60,20 @@ def _client_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_admin(args: argparse.Namespace) -> int:
-    token = args.token or _env_token()
+    token = args.token or _env_token(read_only=args.command == "usage")
     if not token:
-        sys.stderr.write("leasegate: no admin token: set LEASEGATE_ADMIN_TOKEN or pass --token\n")
+        sys.stderr.write(
+            "leasegate: no token: set LEASEGATE_ADMIN_TOKEN (LEASEGATE_CONTROL_TOKEN will do"
+            " for usage) or pass --token\n"
+        )
         return 2
     headers = {"Authorization": f"Bearer {token}"}
     try:
         with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=30) as client:
             if args.command == "audit":
                 return _verify(client)
+            if args.command == "usage":
+                return print_usage(client, args)
             if args.action == "list":
                 return _list(client)
             return _change(client, args)
@@ -72,8 +82,9 @@ def run_admin(args: argparse.Namespace) -> int:
         return 2
 
 
-def _env_token() -> str | None:
-    token = ClientSettings().admin_token
+def _env_token(*, read_only: bool = False) -> str | None:
+    settings = ClientSettings()
+    token = settings.admin_token or (settings.control_token if read_only else None)
     return token.get_secret_value() if token is not None else None
 
 

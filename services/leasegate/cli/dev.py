@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
 from leasegate.control_plane.app import build_control_runtime
+from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
 from leasegate.core.clock import Clock, SystemClock
@@ -27,6 +28,8 @@ from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
+from leasegate.web.store_metrics import StoreMetrics
+from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import open_stores
 
 
@@ -36,7 +39,8 @@ def create_dev_app(
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
-    control = build_control_runtime(config, stores, the_clock)
+    StoreMetrics(metrics_registry).watch_database(stores.database)
+    control = build_control_runtime(config, stores, the_clock, metrics_registry)
     proxy = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager
@@ -50,7 +54,12 @@ def create_dev_app(
             await stop_proxy(proxy)
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate (embedded)", lifespan=lifespan)
+    configure_tracing(config.tracing_endpoint, "leasegate")
+    app = FastAPI(
+        title="Leasegate (embedded)",
+        lifespan=lifespan,
+        telemetry=telemetry(config.tracing_endpoint),
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(control))
@@ -65,7 +74,8 @@ def create_dev_app(
             report=control.overlay.report,
         )
     )
+    install_console(app, control)
     app.state.control = control
     app.state.proxy = proxy
     app.state.stores = stores
-    return with_data_plane(proxy, app)
+    return with_data_plane(proxy, app, traced=config.tracing_endpoint is not None)

@@ -11,10 +11,12 @@ from typing import Any
 
 from leasegate.accounts import Account
 from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.views import money
 from leasegate.core.clock import from_epoch, iso
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.core.ports.health import HealthSnapshot
+from leasegate.db.usage import UsageGroup
 from leasegate.routing.health import account_health
 
 
@@ -28,18 +30,34 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> dic
     leases = await runtime.stores.store.live_lease_counts(ids, now)
     in_flight = await requests_in_flight(runtime, accounts, epoch)
     verdict = await runtime.overlay.verdict()
+    spend = await runtime.spend_today.by_account(runtime)
     # While the chain is corrupt no state can be vouched for: say so rather than guess.
     admin: dict[str, str] = dict(verdict.overlay)
     default = "unknown" if verdict.status == "corrupt" else "enabled"
     return {
         "accounts": [
-            _account(
-                a, snapshot, admin.get(a.id, default), leases.get(a.id, 0), in_flight.get(a.id)
-            )
+            {
+                **_account(
+                    a, snapshot, admin.get(a.id, default), leases.get(a.id, 0), in_flight.get(a.id)
+                ),
+                "spend_today": _spend(spend.get(a.id)),
+            }
             for a in accounts
         ],
         "revision": verdict.revision,
         "chain": verdict.status,
+    }
+
+
+def _spend(group: UsageGroup | None) -> dict[str, Any]:
+    """Since midnight UTC, in the accounts file's currency (refreshed every 30 s at most)."""
+    if group is None:
+        return {"requests": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
+    return {
+        "requests": group.requests,
+        "input_tokens": group.input_tokens,
+        "output_tokens": group.output_tokens,
+        "cost": money(group.cost),
     }
 
 

@@ -13,6 +13,7 @@ from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import StateBody
 from leasegate.core.clock import iso
 from leasegate.core.errors import GatewayError
+from leasegate.core.records import KeyRecord
 from leasegate.web.auth import Caller, require_admin
 
 
@@ -40,8 +41,7 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
             actor=caller.name,
             on_behalf_of=body.on_behalf_of,
         )
-        record, revoked = await runtime.overlay.mutate(change)
-        await runtime.announce_revoked(revoked)
+        record, revoked = await change_state(runtime, change)
         view = await accounts_view(runtime, only=account_id)
         return {
             **view["accounts"][0],
@@ -63,6 +63,16 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
         }
 
     return router
+
+
+async def change_state(
+    runtime: ControlRuntime, change: StateChange
+) -> tuple[AuditRecord, list[KeyRecord]]:
+    """Append the change to the chain and tell every proxy about the keys it revoked.
+    The one path for the API and the console alike."""
+    record, revoked = await runtime.overlay.mutate(change)
+    await runtime.announce_revoked(revoked)
+    return record, revoked
 
 
 def record_view(record: AuditRecord) -> dict[str, Any]:

@@ -9,7 +9,9 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
+from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
+from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import Clock, SystemClock
@@ -18,10 +20,14 @@ from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
+from leasegate.web.store_metrics import StoreMetrics
+from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import Stores, open_stores
 
 
-def build_control_runtime(config: Config, stores: Stores, clock: Clock) -> ControlRuntime:
+def build_control_runtime(
+    config: Config, stores: Stores, clock: Clock, metrics_registry: CollectorRegistry
+) -> ControlRuntime:
     settings = config.settings
     return ControlRuntime(
         settings=settings,
@@ -29,6 +35,7 @@ def build_control_runtime(config: Config, stores: Stores, clock: Clock) -> Contr
         clock=clock,
         stores=stores,
         auth=TokenAuthority(settings.control_token, settings.admin_tokens),
+        mint_metrics=MintMetrics(metrics_registry, tenant_label=settings.metrics_tenant_label),
     )
 
 
@@ -36,8 +43,9 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     """The control plane as its own process (production mode)."""
     the_clock = clock or SystemClock()
     stores = open_stores(config)
-    runtime = build_control_runtime(config, stores, the_clock)
     metrics_registry = CollectorRegistry()
+    StoreMetrics(metrics_registry).watch_database(stores.database)
+    runtime = build_control_runtime(config, stores, the_clock, metrics_registry)
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     capacity_gauges = CapacityGauges(runtime, metrics_registry)
 
@@ -48,7 +56,12 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         finally:
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate control plane", lifespan=lifespan)
+    configure_tracing(config.tracing_endpoint, "leasegate-control-plane")
+    app = FastAPI(
+        title="Leasegate control plane",
+        lifespan=lifespan,
+        telemetry=telemetry(config.tracing_endpoint),
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.include_router(control_router(runtime))
@@ -60,5 +73,6 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             report=runtime.overlay.report,
         )
     )
+    install_console(app, runtime)
     app.state.runtime = runtime
     return app

@@ -66,11 +66,16 @@ async def authorise_hop(runtime: ControlRuntime, body: MintBody, start: Start) -
         max_hops=runtime.settings.max_fallback_hops,
     )
     if isinstance(verdict, Authorised):
-        return replace(
-            start,
-            position=verdict.start_position,
-            hop=verdict.hop,
-            authorised_by=verdict.authorised_by,
+        return await _continue_chain(
+            runtime,
+            body,
+            replace(
+                start,
+                position=verdict.start_position,
+                hop=verdict.hop,
+                authorised_by=verdict.authorised_by,
+            ),
+            cited,
         )
     extra: dict[str, object] = {}
     if cited is not None and cited.successor_id is not None:
@@ -83,6 +88,29 @@ async def authorise_hop(runtime: ControlRuntime, body: MintBody, start: Start) -
         extra=extra,
     )
     await refuse(runtime, body, _attempted(start, kind, cited), error)
+
+
+async def _continue_chain(
+    runtime: ControlRuntime, body: MintBody, start: Start, cited: MintDecision | None
+) -> Start:
+    """An authorised hop continues the cited decision's chain, and spends its budget."""
+    if cited is None:  # authorise_fallback never authorises an unknown decision
+        return start
+    chained = replace(
+        start,
+        chain_id=cited.chain_id or cited.id,
+        budget_max_tokens=cited.budget_max_tokens,
+        budget_max_cost=cited.budget_max_cost,
+    )
+    if body.budget is not None and (
+        body.budget.max_tokens != cited.budget_max_tokens
+        or body.budget.cost != cited.budget_max_cost
+    ):
+        refusal = GatewayError(
+            "invalid-request", "a hop shares its chain's budget: send none, or the same one"
+        )
+        await refuse(runtime, body, chained, refusal)
+    return chained
 
 
 async def _lease_live(runtime: ControlRuntime, cited: MintDecision) -> bool:

@@ -90,6 +90,9 @@ async def _renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dic
         key_id=parsed.key_id,
         # not a citation (no hop clause applies): the link keeps the dispatch's chain linear
         cites_decision_id=previous.id,
+        chain_id=previous.chain_id or previous.id,
+        budget_max_tokens=previous.budget_max_tokens,
+        budget_max_cost=previous.budget_max_cost,
     )
     new = key_of(decision, parsed, ttl)
     try:

@@ -37,6 +37,7 @@ from leasegate.core.ports.storage import (
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import ParsedKey, hash_secret, new_key
 from leasegate.routing.selection import NoneEligible, Selected, none_eligible, select
+from leasegate.web.tracing import step
 
 _MAX_REDECISIONS = 3
 
@@ -117,17 +118,20 @@ async def _walk(
 ) -> dict[str, Any]:
     """Select from the start position; a reservation that finds the account full after all
     records it as passed over and walks on."""
-    facts = await runtime.facts(candidates)
+    with step("mint.facts"):
+        facts = await runtime.facts(candidates)
     position = start.position or 0
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
     while True:
-        outcome = select(candidates, facts, position, passed_over)
+        with step("mint.selection"):
+            outcome = select(candidates, facts, position, passed_over)
         if isinstance(outcome, NoneEligible):
             await _no_eligible(runtime, body, start, outcome)
         assert isinstance(outcome, Selected)  # noqa: S101 - _no_eligible always raises
         try:
-            return await _commit(runtime, body, start, outcome, ttl_s, facts.admin_revision)
+            with step("mint.commit"):  # one transaction: reserve the lease, record, commit
+                return await _commit(runtime, body, start, outcome, ttl_s, facts.admin_revision)
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
             redecisions += 1
@@ -160,8 +164,9 @@ async def _commit(
     now = runtime.clock.now()
     candidate: Candidate = chosen.candidate
     token, parsed = new_key()
+    decision_id = new_id("md")
     decision = MintDecision(
-        id=new_id("md"),
+        id=decision_id,
         created_at=now,
         tenant=body.tenant,
         dispatch_id=body.dispatch_id,
@@ -179,6 +184,9 @@ async def _commit(
         authorised_by_request_id=start.authorised_by,
         idempotency_key=start.idempotency_key,
         request_fingerprint=start.fingerprint,
+        chain_id=start.chain_id or decision_id,
+        budget_max_tokens=start.budget_max_tokens,
+        budget_max_cost=start.budget_max_cost,
     )
     key = key_of(decision, parsed, ttl_s)
     try:
@@ -250,6 +258,9 @@ def key_of(decision: MintDecision, parsed: ParsedKey, ttl_s: int) -> KeyRecord:
         account_id=decision.account_id,
         created_at=decision.created_at,
         expires_at=decision.created_at + timedelta(seconds=ttl_s),
+        chain_id=decision.chain_id,
+        budget_max_tokens=decision.budget_max_tokens,
+        budget_max_cost=decision.budget_max_cost,
     )
 
 

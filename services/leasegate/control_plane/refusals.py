@@ -7,6 +7,7 @@ what it cites and which evidence row licensed it, and the caller's idempotency k
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import NoReturn
 
 from leasegate.control_plane.runtime import ControlRuntime
@@ -28,6 +29,10 @@ class Start:
     authorised_by: str | None = None
     idempotency_key: str | None = None
     fingerprint: str | None = None
+    chain_id: str | None = None
+    """The chain a hop continues (None: a fresh mint starts one)."""
+    budget_max_tokens: int | None = None
+    budget_max_cost: Decimal | None = None
 
 
 def start_of(body: MintBody, idempotency_key: str | None, fingerprint: str | None) -> Start:
@@ -38,7 +43,13 @@ def start_of(body: MintBody, idempotency_key: str | None, fingerprint: str | Non
     elif body.supersedes_mint_decision_id is not None:
         kind, cites = "supersede", body.supersedes_mint_decision_id
     else:
-        return Start(idempotency_key=idempotency_key, fingerprint=fingerprint)
+        budget = body.budget
+        return Start(
+            idempotency_key=idempotency_key,
+            fingerprint=fingerprint,
+            budget_max_tokens=budget.max_tokens if budget else None,
+            budget_max_cost=budget.cost if budget else None,
+        )
     return Start(
         position=None,
         kind=kind,
@@ -73,6 +84,9 @@ async def refuse(
         authorised_by_request_id=start.authorised_by,
         idempotency_key=start.idempotency_key,
         request_fingerprint=start.fingerprint,
+        chain_id=start.chain_id,
+        budget_max_tokens=start.budget_max_tokens,
+        budget_max_cost=start.budget_max_cost,
     )
     await runtime.stores.store.record_decision(decision)
     error.mint_decision_id = decision.id

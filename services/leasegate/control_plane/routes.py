@@ -17,8 +17,10 @@ from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.mint import mint
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import ID_PATTERN, MintBody, RenewBody
+from leasegate.control_plane.usage import usage_router
 from leasegate.control_plane.views import decision_view, evidence_view
 from leasegate.core.errors import GatewayError
+from leasegate.core.records import MintKind
 from leasegate.web.auth import Caller
 
 _ID_PATH = r"^[A-Za-z0-9_.:-]{1,100}$"
@@ -36,7 +38,14 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
         body: MintBody,
         idempotency_key: Annotated[str | None, Header(pattern=_IDEMPOTENCY_KEY)] = None,
     ) -> JSONResponse:
-        minted = await mint(runtime, body, idempotency_key)
+        try:
+            minted = await mint(runtime, body, idempotency_key)
+        except GatewayError as refusal:
+            if refusal.mint_decision_id is not None:  # a refused decision was recorded
+                runtime.mint_metrics.decided(_kind(body), body.tenant, refusal.code)
+            raise
+        if minted.status == 201:  # a replay (200) answers with an already counted decision
+            runtime.mint_metrics.decided(_kind(body), body.tenant, None)
         return JSONResponse(minted.view, status_code=minted.status)
 
     @router.delete("/keys/{key_id}", status_code=204)
@@ -59,7 +68,14 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
 
     router.include_router(_read_routes(runtime))
     router.include_router(admin_router(runtime))
+    router.include_router(usage_router(runtime))
     return router
+
+
+def _kind(body: MintBody) -> MintKind:
+    if body.retry_of_mint_decision_id is not None:
+        return "retry"
+    return "supersede" if body.supersedes_mint_decision_id is not None else "fresh"
 
 
 def _read_routes(runtime: ControlRuntime) -> APIRouter:

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.config import Settings
+from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
+from leasegate.control_plane.usage import SpendToday
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.revocation import Revocation
@@ -25,8 +27,11 @@ class ControlRuntime:
     clock: Clock
     stores: Stores
     auth: TokenAuthority
+    mint_metrics: MintMetrics
     overlay: AdminOverlay = field(init=False)
     """The operators' account states, folded from the audit chain."""
+    spend_today: SpendToday = field(init=False, default_factory=SpendToday)
+    """Each account's usage since midnight, for the accounts view."""
 
     def __post_init__(self) -> None:
         self.overlay = AdminOverlay(

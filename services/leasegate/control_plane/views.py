@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from leasegate.core.clock import iso
@@ -33,6 +34,8 @@ def key_view(key: KeyRecord, now: datetime) -> dict[str, Any]:
         "expires_at": _time(key.expires_at),
         "revoked_at": _time(key.revoked_at),
         "revoke_reason": key.revoke_reason,
+        "chain_id": key.chain_id,
+        "budget": budget_view(key.budget_max_tokens, key.budget_max_cost),
     }
 
 
@@ -57,6 +60,7 @@ def evidence_view(row: EvidenceRow) -> dict[str, Any]:
         "cache_read_input_tokens": row.cache_read_input_tokens,
         "cache_creation_input_tokens": row.cache_creation_input_tokens,
         "malformed_chunks": row.malformed_chunks,
+        "cost": money(row.cost),
         "started_at": _time(row.started_at),
         "first_byte_ms": row.first_byte_ms,
         "duration_ms": row.duration_ms,
@@ -90,6 +94,8 @@ def decision_view(decision: MintDecision, evidence: Sequence[EvidenceRow]) -> di
         "renews_mint_decision_id": renews,
         "successor_mint_decision_id": decision.successor_id,
         "authorised_by_request_id": decision.authorised_by_request_id,
+        "chain_id": decision.chain_id,
+        "budget": budget_view(decision.budget_max_tokens, decision.budget_max_cost),
         "evidence": [evidence_view(row) for row in evidence],
     }
 
@@ -107,4 +113,17 @@ def mint_view(decision: MintDecision, token: str | None, key: KeyRecord) -> dict
         "hop": decision.hop,
         "expires_at": _time(key.expires_at),
         "passed_over": passed_over_view(decision.passed_over),
+        "chain_id": key.chain_id,
+        "budget": budget_view(key.budget_max_tokens, key.budget_max_cost),
     }
+
+
+def budget_view(max_tokens: int | None, max_cost: Decimal | None) -> dict[str, Any] | None:
+    if max_tokens is None and max_cost is None:
+        return None
+    return {"max_tokens": max_tokens, "max_cost": money(max_cost)}
+
+
+def money(value: Decimal | None) -> str | None:
+    """Money travels as a decimal string, never a JSON number (no float ever touches it)."""
+    return None if value is None else format(value.normalize(), "f")

@@ -23,11 +23,14 @@ from leasegate.proxy.keys import KeyResolver, presented_key
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.relay import refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.proxy.spend import SpendGate
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
+from leasegate.web.store_metrics import StoreMetrics
+from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import Stores, open_stores
 
 
@@ -45,6 +48,7 @@ def build_proxy_runtime(
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(stores.store, flush_interval_s=settings.evidence_flush_interval_s),
         metrics=ProxyMetrics(metrics_registry),
+        spend=SpendGate(config.registry, stores.spend, keep_s=settings.key_max_ttl_s),
     )
 
 
@@ -90,9 +94,10 @@ def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
     return [Route("/v1/models", list_models, methods=["GET"])]
 
 
-def with_data_plane(runtime: ProxyRuntime, app: FastAPI) -> DataPlane:
-    """`app` behind the data plane: proxied `POST`s skip the framework."""
-    plane = DataPlane(runtime, app)
+def with_data_plane(runtime: ProxyRuntime, app: FastAPI, *, traced: bool) -> DataPlane:
+    """`app` behind the data plane: proxied `POST`s skip the framework, unless requests are
+    traced (the framework makes the server spans)."""
+    plane = DataPlane(runtime, app, bypass=not traced)
     app.router.routes.extend(plane.routes())
     return plane
 
@@ -102,6 +107,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
+    StoreMetrics(metrics_registry).watch_database(stores.database)
     runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager
@@ -113,7 +119,13 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
             await stop_proxy(runtime)
             await stores.aclose()
 
-    app = FastAPI(title="Leasegate proxy", lifespan=lifespan, openapi_url=None)
+    configure_tracing(config.tracing_endpoint, "leasegate-proxy")
+    app = FastAPI(
+        title="Leasegate proxy",
+        lifespan=lifespan,
+        telemetry=telemetry(config.tracing_endpoint),
+        openapi_url=None,
+    )
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
     app.router.routes.extend(proxy_routes(runtime))
@@ -127,4 +139,4 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     )
     app.state.runtime = runtime
     app.state.stores = stores
-    return with_data_plane(runtime, app)
+    return with_data_plane(runtime, app, traced=config.tracing_endpoint is not None)

@@ -72,11 +72,15 @@ class ProxiedEndpoint:
 
 
 class DataPlane:
-    """ASGI: proxied `POST`s go straight to their endpoint's app; the rest to `rest`."""
+    """ASGI: proxied `POST`s go straight to their endpoint's app; the rest to `rest`.
 
-    def __init__(self, runtime: ProxyRuntime, rest: ASGIApp) -> None:
+    With `bypass=False` (tracing on) everything goes through `rest`, whose framework makes
+    each request's server span: the same endpoint apps, reached through its router."""
+
+    def __init__(self, runtime: ProxyRuntime, rest: ASGIApp, *, bypass: bool = True) -> None:
         self.runtime = runtime
         self.rest = rest
+        self._bypass = bypass
         self.endpoints: dict[str, ProxiedEndpoint] = {
             e.path: ProxiedEndpoint(runtime, e) for e in ENDPOINTS
         }
@@ -92,7 +96,7 @@ class DataPlane:
         return [Route(path, app, methods=["POST"]) for path, app in self.endpoints.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
+        if self._bypass and scope["type"] == "http" and scope["method"] == "POST":
             app = self.endpoints.get(scope["path"])
             if app is not None:
                 await app(scope, receive, send)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 
 from leasegate.core.observation import Classification, Observation
 from leasegate.core.records import EvidenceRow, KeyRecord
@@ -28,7 +29,11 @@ class Attempt:
     """Set while this attempt holds a request slot on that account."""
 
     def evidence(
-        self, observation: Observation, classification: Classification, ended_mono: float
+        self,
+        observation: Observation,
+        classification: Classification,
+        ended_mono: float,
+        cost: Decimal | None = None,
     ) -> EvidenceRow:
         key = self.key
         first_byte_ms = None
@@ -57,4 +62,5 @@ class Attempt:
             first_byte_ms=first_byte_ms,
             duration_ms=round((ended_mono - self.started_mono) * 1000, 3),
             malformed_chunks=self.malformed_chunks,
+            cost=cost,
         )

@@ -1,7 +1,7 @@
 """A proxied request from arrival to the moment the upstream's headers are in hand.
 
 Order of checks (each refusal is recorded as evidence with its code):
-key -> account -> endpoint -> body -> model -> health -> request slot -> upstream.
+key -> account -> endpoint -> body -> model -> budget -> health -> request slot -> upstream.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ async def forward(
     try:
         key, account = await _admit_key(runtime, endpoint, attempt, token)
         payload = _rewrite_body(content_type, await body(), attempt, key)
+        await runtime.spend.check(key)
         await _check_health(runtime, key)
         await _take_slot(runtime, attempt, account)
     except ClientGone:

@@ -16,6 +16,7 @@ from leasegate.proxy.evidence import EvidenceSink
 from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
+from leasegate.proxy.spend import SpendGate
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.errors import STORE_ERRORS
@@ -35,6 +36,7 @@ class ProxyRuntime:
     slots: SlotKeeper
     evidence: EvidenceSink
     metrics: ProxyMetrics
+    spend: SpendGate
 
     async def release_slot(self, attempt: Attempt) -> None:
         """Give back the attempt's request slot, if it holds one. Safe to call repeatedly."""
@@ -47,10 +49,16 @@ class ProxyRuntime:
         await self.release_slot(attempt)
         classification = classify(observation)
         ended = self.clock.monotonic()
-        row = attempt.evidence(observation, classification, ended)
+        cost = self.spend.cost(attempt.key, attempt.usage)
+        row = attempt.evidence(observation, classification, ended, cost)
         self.evidence.add(row)
         self.metrics.observe(row)
         key = attempt.key
+        try:
+            await self.spend.record(key, attempt.usage, cost)
+        except STORE_ERRORS as exc:
+            # the row (with its tokens and cost) is queued either way; the running total misses it
+            log.error("spend record failed", extra={"error": type(exc).__name__})
         if key is None or (classification.scope is None and not classification.resets_streak):
             return
         try:

@@ -66,8 +66,13 @@ class EvidenceReader(Protocol):
         account_id: str | None = None,
         since: datetime | None = None,
         limit: int = 100,
+        served_model: str | None = None,
+        outcome: str | None = None,
     ) -> list[EvidenceRow]:
         """Newest first."""
+
+    async def outcome_counts(self, since: datetime) -> dict[str, int]:
+        """Rows per outcome started at or after `since`; outcomes with none are absent."""
 
     async def evidence_for_decisions(
         self, decision_ids: Iterable[str]

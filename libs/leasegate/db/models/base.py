@@ -4,8 +4,9 @@ has a deterministic name in the models, the migrations and both databases."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
-from sqlalchemy import DateTime, MetaData
+from sqlalchemy import DateTime, MetaData, Numeric
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
@@ -48,3 +49,9 @@ class UTCDateTime(TypeDecorator[datetime]):
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {datetime: UTCDateTime()}  # noqa: RUF012 (SQLAlchemy reads it as a class attribute)
+
+
+def Money() -> Numeric[Decimal]:
+    """An amount of money: exact decimal with nine places (`leasegate.spend.COST_QUANTUM`).
+    SQLite stores it as text-backed numeric; SQLAlchemy hands back a `Decimal` on both."""
+    return Numeric(20, 9, asdecimal=True)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
 from sqlalchemy import Boolean, Float, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from leasegate.db.models.base import Base
+from leasegate.db.models.base import Base, Money
 
 
 class EvidenceRecordRow(Base):
@@ -36,3 +37,4 @@ class EvidenceRecordRow(Base):
     first_byte_ms: Mapped[float | None] = mapped_column(Float)
     duration_ms: Mapped[float] = mapped_column(Float)
     malformed_chunks: Mapped[int] = mapped_column(Integer)
+    cost: Mapped[Decimal | None] = mapped_column(Money())

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import BigInteger, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from leasegate.db.models.base import Base
+from leasegate.db.models.base import Base, Money
 
 DISPATCH_SEPARATOR = "\x1f"
 
@@ -41,3 +42,6 @@ class KeyRow(Base):
     # tenant + US + dispatch_id while the key may be live, NULL once it ended: the database's
     # UNIQUE is what allows at most one live lease per dispatch (NULLs never collide).
     live_dispatch: Mapped[str | None] = mapped_column(Text, unique=True)
+    chain_id: Mapped[str | None] = mapped_column(String(64))
+    budget_max_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    budget_max_cost: Mapped[Decimal | None] = mapped_column(Money())

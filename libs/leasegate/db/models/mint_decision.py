@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import JSON, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from leasegate.db.models.base import Base
+from leasegate.db.models.base import Base, Money
 
 
 class MintDecisionRow(Base):
@@ -39,3 +40,6 @@ class MintDecisionRow(Base):
     authorised_by_request_id: Mapped[str | None] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(Text)
     request_fingerprint: Mapped[str | None] = mapped_column(String(128))
+    chain_id: Mapped[str | None] = mapped_column(String(64))
+    budget_max_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    budget_max_cost: Mapped[Decimal | None] = mapped_column(Money())

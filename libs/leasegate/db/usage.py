@@ -1,0 +1,97 @@
+"""Usage: tokens, cost and request counts summed from evidence, grouped as the caller asks.
+
+One GROUP BY over the evidence rows of a time window (the `started_at` index bounds it),
+joined to `mint_decisions` only when grouping by tenant (a row knows its decision, the decision
+knows its tenant). Groups come back in key order, a page at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from sqlalchemy import ColumnElement, func, select
+
+from leasegate.db.engine import Database
+from leasegate.db.models import EvidenceRecordRow, MintDecisionRow
+
+Grouping = Literal["tenant", "account", "model", "day"]
+GROUPINGS: tuple[Grouping, ...] = ("tenant", "account", "model", "day")
+
+_E = EvidenceRecordRow
+
+
+@dataclass(frozen=True, slots=True)
+class UsageGroup:
+    keys: dict[str, str | None]
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+    cost: Decimal | None
+    """None when no row of the group had a price."""
+
+
+class UsageRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def usage(
+        self,
+        since: datetime,
+        until: datetime,
+        group_by: Sequence[Grouping],
+        *,
+        limit: int,
+        offset: int = 0,
+    ) -> list[UsageGroup]:
+        columns = {name: self._group_column(name) for name in group_by}
+        query: Any = select(
+            *(column.label(name) for name, column in columns.items()),
+            func.count().label("requests"),
+            func.coalesce(func.sum(_E.input_tokens), 0).label("input_tokens"),
+            func.coalesce(func.sum(_E.output_tokens), 0).label("output_tokens"),
+            func.coalesce(func.sum(_E.cache_read_input_tokens), 0).label("cache_read"),
+            func.coalesce(func.sum(_E.cache_creation_input_tokens), 0).label("cache_creation"),
+            func.sum(_E.cost).label("cost"),
+        ).where(_E.started_at >= since, _E.started_at < until)
+        if "tenant" in columns:
+            query = query.select_from(_E).outerjoin(
+                MintDecisionRow, MintDecisionRow.id == _E.mint_decision_id
+            )
+        if columns:
+            query = query.group_by(*columns.values()).order_by(*columns.values())
+        query = query.limit(limit).offset(offset)
+        async with self._db.session() as session:
+            rows = (await session.execute(query)).all()
+        return [
+            UsageGroup(
+                keys={name: _text(getattr(row, name)) for name in columns},
+                requests=int(row.requests),
+                input_tokens=int(row.input_tokens),
+                output_tokens=int(row.output_tokens),
+                cache_read_input_tokens=int(row.cache_read),
+                cache_creation_input_tokens=int(row.cache_creation),
+                cost=None if row.cost is None else Decimal(row.cost),
+            )
+            for row in rows
+        ]
+
+    def _group_column(self, name: Grouping) -> ColumnElement[Any]:
+        if name == "tenant":
+            return MintDecisionRow.tenant.expression
+        if name == "account":
+            return _E.account_id.expression
+        if name == "model":
+            return _E.requested_model.expression
+        if self._db.dialect == "postgresql":
+            return func.to_char(func.timezone("UTC", _E.started_at), "YYYY-MM-DD")
+        return func.substr(_E.started_at, 1, 10)  # SQLite stores naive UTC as ISO text
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

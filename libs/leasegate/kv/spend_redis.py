@@ -1,0 +1,31 @@
+"""Chain spend in Redis: one hash per chain, `{prefix}:spend:{<chain>}` (one hash slot, so a
+Redis Cluster serves it too), fields `tokens` and `cost` (billionths), added with HINCRBY in
+one MULTI so every replica's increments count exactly once."""
+
+from __future__ import annotations
+
+import math
+
+import redis.asyncio as aioredis
+
+
+class RedisChainSpend:
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self._client = client
+        self._prefix = prefix
+
+    def _key(self, chain_id: str) -> str:
+        return f"{self._prefix}:spend:{{{chain_id}}}"
+
+    async def spent(self, chain_id: str) -> tuple[int, int]:
+        tokens, cost = await self._client.hmget(self._key(chain_id), ["tokens", "cost"])
+        return int(tokens or 0), int(cost or 0)
+
+    async def add(self, chain_id: str, tokens: int, cost_billionths: int, keep_s: float) -> None:
+        key = self._key(chain_id)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hincrby(key, "tokens", tokens)
+            pipe.hincrby(key, "cost", cost_billionths)
+            pipe.expire(key, max(1, math.ceil(keep_s)), gt=True)
+            pipe.expire(key, max(1, math.ceil(keep_s)), nx=True)
+            await pipe.execute()

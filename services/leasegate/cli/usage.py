@@ -1,0 +1,83 @@
+"""`leasegate usage`: the control plane's usage report as a table or CSV.
+
+    leasegate usage [--since ISO] [--until ISO] [--group-by tenant,account,model,day]
+                    [--format table|csv] [--url URL] [--token TOKEN]
+
+Reads every page of `GET /control/v2/usage`. The token is `--token`, LEASEGATE_CONTROL_TOKEN
+or LEASEGATE_ADMIN_TOKEN (a read: either token may).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from typing import Any
+
+import httpx
+
+_COUNTS = (
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "cost",
+)
+_PAGE = 1000
+
+
+def add_usage_command(commands: Any, client_options: Any) -> None:
+    parser = commands.add_parser("usage", help="tokens, cost and requests from evidence")
+    parser.add_argument("--since", default=None, help="ISO 8601 instant (default: today, UTC)")
+    parser.add_argument("--until", default=None, help="ISO 8601 instant (default: now)")
+    parser.add_argument("--group-by", default="account,model", help="tenant,account,model,day")
+    parser.add_argument("--format", choices=("table", "csv"), default="table")
+    client_options(parser)
+
+
+def print_usage(client: httpx.Client, args: argparse.Namespace) -> int:
+    """Exit 0 with the report, 1 when the control plane refused the query."""
+    params: dict[str, str | int] = {"group_by": args.group_by, "limit": _PAGE}
+    if args.since:
+        params["since"] = args.since
+    if args.until:
+        params["until"] = args.until
+    rows: list[dict[str, Any]] = []
+    offset: int | None = 0
+    report: dict[str, Any] = {}
+    while offset is not None:
+        response = client.get("/control/v2/usage", params={**params, "offset": offset})
+        if response.status_code != 200:
+            return refused(response)
+        report = response.json()
+        rows.extend(report["usage"])
+        offset = report["next_offset"]
+    columns = [*report.get("group_by", []), *_COUNTS]
+    if args.format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_cell(row.get(c)) for c in columns] for row in rows])
+        return 0
+    currency = report.get("currency") or ""
+    sys.stdout.write(f"usage {report.get('since')} .. {report.get('until')}  {currency}\n")
+    table = [columns, *([_cell(row.get(c)) for c in columns] for row in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    for line in table:
+        sys.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)))
+        sys.stdout.write("\n")
+    return 0
+
+
+def _cell(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def refused(response: httpx.Response) -> int:
+    try:
+        error: dict[str, Any] = response.json()["error"]
+        detail = f"{error['code']}: {error['message']}"
+    except (ValueError, KeyError, TypeError):
+        detail = response.text[:200]
+    sys.stderr.write(f"leasegate: HTTP {response.status_code} {detail}\n")
+    return 1

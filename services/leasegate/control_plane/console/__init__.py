@@ -1,0 +1,1 @@
+"""The operators' web console at /console, rendered over the control plane's services."""

@@ -1,0 +1,149 @@
+"""The console's read pages: Dispatches, Evidence and Audit, over the control plane's stores."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, get_args
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from leasegate.control_plane.console.web import ConsoleAuth, page
+from leasegate.control_plane.decisions import dispatch_decisions
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.schemas import ID_PATTERN
+from leasegate.control_plane.views import evidence_view
+from leasegate.core.clock import iso
+from leasegate.core.ports.witness import Witness
+from leasegate.core.records import KeyRecord, Outcome
+from leasegate.db.mint import RENEWED
+from leasegate.web.errors import STORE_ERRORS
+
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+_ID = re.compile(ID_PATTERN)
+_EVIDENCE_ROWS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class LifeEvent:
+    what: str
+    """minted, renewed, revoked, expired, or `live until`."""
+    at: str
+    detail: str | None = None
+
+
+def key_life(key: KeyRecord, now: datetime) -> list[LifeEvent]:
+    """A key's life as the rows tell it: minted, then how (and whether) it ended."""
+    events = [LifeEvent("minted", iso(key.created_at))]
+    if key.revoked_at is not None:
+        if key.revoke_reason == RENEWED:
+            events.append(LifeEvent("renewed", iso(key.revoked_at)))
+        else:
+            reason = key.revoke_reason if key.revoke_reason != "revoked" else None
+            events.append(LifeEvent("revoked", iso(key.revoked_at), reason))
+    elif key.expires_at <= now:
+        events.append(LifeEvent("expired", iso(key.expires_at)))
+    else:
+        events.append(LifeEvent("live until", iso(key.expires_at)))
+    return events
+
+
+def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
+    router = APIRouter(prefix="/console", include_in_schema=False)
+
+    @router.get("/dispatches")
+    async def dispatches(request: Request, tenant: str = "", dispatch_id: str = "") -> Response:
+        session = auth.session(request)
+        context: dict[str, Any] = {
+            "nav": "dispatches",
+            "tenant": tenant,
+            "dispatch_id": dispatch_id,
+            "chain": None,
+            "error": None,
+        }
+        if tenant or dispatch_id:
+            if not (_ID.fullmatch(tenant) and _ID.fullmatch(dispatch_id)):
+                context["error"] = "Give both a tenant and a dispatch id (letters, digits, ._:/@-)."
+                return page(request, "dispatches.html", context, session=session, status=400)
+            context["chain"] = await _chain(runtime, tenant, dispatch_id)
+        return page(request, "dispatches.html", context, session=session)
+
+    @router.get("/evidence")
+    async def evidence(
+        request: Request, account: str = "", model: str = "", outcome: str = ""
+    ) -> Response:
+        session = auth.session(request)
+        store = runtime.stores.store
+        accounts = [a.id for a in runtime.registry.accounts]
+        models = list(
+            dict.fromkeys(m for a in runtime.registry.accounts for m in a.models.values())
+        )
+        # Only values the filters offer: anything else is an unknown filter, not a query.
+        if (
+            account not in ("", *accounts)
+            or model not in ("", *models)
+            or outcome not in ("", *OUTCOMES)
+        ):
+            return page(
+                request,
+                "message.html",
+                {"title": "Unknown filter", "text": "Pick the filters from the lists."},
+                session=session,
+                status=400,
+            )
+        rows = await store.query_evidence(
+            account_id=account or None,
+            served_model=model or None,
+            outcome=outcome or None,
+            limit=_EVIDENCE_ROWS,
+        )
+        now = runtime.clock.now()
+        counts = {
+            window: await store.outcome_counts(now - timedelta(minutes=window))
+            for window in (5, 60)
+        }
+        context = {
+            "nav": "evidence",
+            "rows": [evidence_view(r) for r in rows],
+            "counts": counts,
+            "outcomes": OUTCOMES,
+            "accounts": accounts,
+            "models": models,
+            "filters": {"account": account, "model": model, "outcome": outcome},
+        }
+        return page(request, "evidence.html", context, session=session)
+
+    @router.get("/audit")
+    async def audit(request: Request) -> Response:
+        session = auth.session(request)
+        verdict, snapshot = await runtime.overlay.read_full()
+        witness: Witness | None
+        try:
+            witness = await runtime.stores.witness.read()
+            witness_error = None
+        except STORE_ERRORS as exc:
+            witness, witness_error = None, type(exc).__name__
+        context = {
+            "nav": "audit",
+            "verdict": verdict,
+            "records": list(reversed(snapshot.records)),
+            "witness": witness,
+            "witness_error": witness_error,
+        }
+        return page(request, "audit.html", context, session=session)
+
+    return router
+
+
+async def _chain(runtime: ControlRuntime, tenant: str, dispatch_id: str) -> list[dict[str, Any]]:
+    """Each decision of the dispatch with its evidence rows and its key's life."""
+    decisions = await dispatch_decisions(runtime, tenant, dispatch_id)
+    now = runtime.clock.now()
+    for decision in decisions:
+        key_id = decision["key_id"]
+        key = await runtime.stores.store.get_key(key_id) if key_id else None
+        decision["key_life"] = key_life(key, now) if key is not None else []
+    return decisions

@@ -1,0 +1,183 @@
+"""The console's sign-in, Pool and Actions pages (reads live in `reads.py`)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.staticfiles import StaticFiles
+
+from leasegate.control_plane.admin import change_state
+from leasegate.control_plane.console.pool import pool_view
+from leasegate.control_plane.console.reads import read_pages
+from leasegate.control_plane.console.session import (
+    COOKIE_NAME,
+    Session,
+    csrf_matches,
+    new_session,
+)
+from leasegate.control_plane.console.web import (
+    STATIC_DIR,
+    ConsoleAuth,
+    SignInRequired,
+    form_fields,
+    message,
+    page,
+    to_sign_in,
+)
+from leasegate.control_plane.overlay import StateChange
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.core.errors import GatewayError
+
+_STATES = {"disable": "disabled", "drain": "draining", "enable": "enabled"}
+
+
+def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
+    """Serve the console at /console on this app (the control plane, or `leasegate dev`)."""
+    auth = ConsoleAuth(runtime)
+
+    async def on_sign_in_required(_: Request, __: Exception) -> Response:
+        return to_sign_in()
+
+    app.add_exception_handler(SignInRequired, on_sign_in_required)
+    app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
+    app.include_router(_session_pages(runtime, auth))
+    app.include_router(_pool_pages(runtime, auth))
+    app.include_router(read_pages(runtime, auth))
+
+
+def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
+    router = APIRouter(prefix="/console", include_in_schema=False)
+
+    @router.get("")
+    async def home() -> RedirectResponse:
+        return RedirectResponse("/console/pool", status_code=303)
+
+    @router.get("/sign-in")
+    async def sign_in_form(request: Request) -> Response:
+        return page(request, "sign_in.html", {"error": None}, session=None)
+
+    @router.post("/sign-in")
+    async def sign_in(request: Request) -> Response:
+        token = (await form_fields(request)).get("token", "").strip()
+        try:
+            caller = runtime.auth.authenticate(f"Bearer {token}")
+        except GatewayError:
+            error = "That token is not an operator or control token of this gateway."
+            return page(request, "sign_in.html", {"error": error}, session=None, status=401)
+        now = runtime.clock.now().timestamp()
+        session = new_session(caller.kind, caller.name, now, auth.ttl_s)
+        response = RedirectResponse("/console/pool", status_code=303)
+        auth.set_cookie(response, session, request)
+        return response
+
+    @router.post("/sign-out")
+    async def sign_out(request: Request) -> Response:
+        session = auth.session(request)
+        if not csrf_matches(session, (await form_fields(request)).get("csrf")):
+            return _csrf_refused(request, session)
+        response = to_sign_in()
+        response.delete_cookie(COOKIE_NAME, path="/console")
+        return response
+
+    return router
+
+
+def _pool_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
+    router = APIRouter(prefix="/console", include_in_schema=False)
+
+    @router.get("/pool")
+    async def pool(request: Request) -> Response:
+        session = auth.session(request)
+        view = await pool_view(runtime)
+        return page(request, "pool.html", {"pool": view, "nav": "pool"}, session=session)
+
+    @router.get("/pool/grid")
+    async def pool_grid(request: Request) -> Response:
+        """The grid alone, polled by console.js every 2 s."""
+        session = auth.session(request)
+        view = await pool_view(runtime)
+        return page(request, "_grid.html", {"pool": view}, session=session)
+
+    @router.get("/actions")
+    async def actions(request: Request, done: int | None = None) -> Response:
+        session = auth.session(request)
+        view = await pool_view(runtime)
+        record = next((r for r in view.records if r.seq == done), None)
+        context = {"pool": view, "nav": "actions", "done": record}
+        return page(request, "actions.html", context, session=session)
+
+    @router.post("/actions")
+    async def act(request: Request) -> Response:
+        session = auth.session(request)
+        fields = await form_fields(request)
+        if not csrf_matches(session, fields.get("csrf")):
+            return _csrf_refused(request, session)
+        if not session.can_act:
+            return message(
+                request,
+                session,
+                403,
+                "Read-only session",
+                "This session was opened with the control token: it can read, not act. "
+                "Sign in with an operator token to change an account.",
+            )
+        return await _apply(request, runtime, session, fields)
+
+    return router
+
+
+async def _apply(
+    request: Request, runtime: ControlRuntime, session: Session, fields: dict[str, str]
+) -> Response:
+    """Validate the form, then apply it as the session's operator (the token's name)."""
+    account_id = fields.get("account", "")
+    state = _STATES.get(fields.get("action", ""))
+    reason = fields.get("reason", "").strip()
+    revision = fields.get("revision", "")
+    problem = None
+    if runtime.registry.account(account_id) is None:
+        problem = "No such account."
+    elif state is None:
+        problem = "Choose disable, drain or enable."
+    elif not reason or len(reason) > 500:
+        problem = "A reason is required (at most 500 characters)."
+    elif not revision.isdigit():
+        problem = "The form lost its revision: reload the page."
+    if problem is not None or state is None:
+        return message(request, session, 400, "Not done", problem or "")
+    change = StateChange(
+        account_id=account_id,
+        state=state,
+        expected_revision=int(revision),
+        reason=reason,
+        actor=session.name,
+        on_behalf_of=None,
+    )
+    try:
+        record, _ = await change_state(runtime, change)
+    except GatewayError as error:
+        if error.code != "revision-conflict":
+            return message(request, session, error.status, "Not done", error.message)
+        return await _conflict(request, runtime, session, int(revision))
+    return RedirectResponse(f"/console/actions?done={record.seq}", status_code=303)
+
+
+async def _conflict(
+    request: Request, runtime: ControlRuntime, session: Session, seen: int
+) -> Response:
+    verdict, snapshot = await runtime.overlay.read_full()
+    since = [r for r in snapshot.records if r.seq > seen]
+    context = {"seen": seen, "current": verdict.revision, "changes": since, "nav": "actions"}
+    return page(request, "conflict.html", context, session=session, status=409)
+
+
+def _csrf_refused(request: Request, session: Session) -> Response:
+    return message(
+        request,
+        session,
+        403,
+        "Form refused",
+        "The form's anti-forgery token is missing or does not match this session. "
+        "Reload the page and try again.",
+    )
