@@ -20,6 +20,7 @@ from leasegate.core.clock import SystemClock
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import (
     HealthFanout,
+    HealthNews,
     HealthPolicy,
     HealthSnapshot,
     HealthStore,
@@ -224,3 +225,32 @@ async def test_while_the_news_cannot_arrive_every_request_asks_the_store() -> No
     finally:
         await view.stop()
         await client.aclose()
+
+
+class Gated(Counted):
+    """A real store whose snapshots wait until the test lets them answer."""
+
+    def __init__(self, store: HealthStore) -> None:
+        super().__init__(store)
+        self.gate = asyncio.Event()
+
+    async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> HealthSnapshot:
+        await self.gate.wait()
+        return await super().snapshot(pairs, now)
+
+
+async def test_news_heard_while_the_store_is_reread_is_kept() -> None:
+    fanout = InProcessHealthFanout()
+    gated = Gated(InProcessHealthStore(POLICY))
+    view = HealthView(gated, fanout, REGISTRY, SystemClock())
+    starting = asyncio.create_task(view.start())
+    await asyncio.sleep(0.01)  # the re-read is waiting on the store
+    until = time.time() + 30
+    await fanout.publish([HealthNews("acct", "gpt-4o", until)])
+    gated.gate.set()
+    await starting
+    try:
+        assert view.watched("acct", "gpt-4o") == until
+        assert view.watched("acct", None) == 0.0
+    finally:
+        await view.stop()

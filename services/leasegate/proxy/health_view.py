@@ -59,6 +59,8 @@ class HealthView:
         ]
         self._watched: dict[Key, float] = {}
         self._refresh: asyncio.Task[None] | None = None
+        self._heard: dict[Key, float] = {}
+        """News that arrived while the store was being re-read (applied after it)."""
         self._mark_unknown()
 
     async def start(self) -> None:
@@ -129,6 +131,8 @@ class HealthView:
     def _learn(self, news: HealthNews) -> None:
         key = (news.account_id, news.model)
         self._watched[key] = max(self._watched.get(key, 0.0), news.until)
+        if self._refresh is not None and not self._refresh.done():
+            self._heard[key] = max(self._heard.get(key, 0.0), news.until)
 
     def _on_news(self, news: Sequence[HealthNews]) -> None:
         for item in news:
@@ -143,6 +147,7 @@ class HealthView:
         # News may have been missed: nothing is vouched for until the store has been read.
         self._mark_unknown()
         if self._refresh is None or self._refresh.done():
+            self._heard.clear()
             self._refresh = asyncio.create_task(self._reread())
 
     async def _reread(self) -> None:
@@ -160,3 +165,7 @@ class HealthView:
             self._watched[(account_id, None)] = cooldown.until
         for (account_id, model), cooldown in snapshot.cooling.items():
             self._watched[(account_id, model)] = cooldown.until
+        # news newer than the snapshot may be missing from it
+        for key, until in self._heard.items():
+            self._watched[key] = max(self._watched.get(key, 0.0), until)
+        self._heard.clear()
