@@ -3,6 +3,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8080
+DEMO_PORT ?= 8090
 
 .PHONY: run test lint bench install services clean
 
@@ -28,7 +29,7 @@ test: install services lint
 	$(BIN)/pytest -q
 
 run: install
-	@scripts/run-demo $(HOST) $(PORT)
+	@DEMO_PORT=$(DEMO_PORT) scripts/run-demo $(HOST) $(PORT)
 
 bench: install services
 	$(BIN)/python -m bench.run

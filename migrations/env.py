@@ -16,6 +16,7 @@ from sqlalchemy.pool import NullPool
 from leasegate.config import Settings
 from leasegate.db.engine import make_engine
 from leasegate.db.models import Base
+from leasegate.db.partitions import include_name
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -41,6 +42,7 @@ def _configure(connection: Connection | None, url: str | None = None) -> None:
         url=url,
         target_metadata=target_metadata,
         compare_type=True,
+        include_name=include_name,
         # SQLite cannot ALTER most things; batch mode copies the table instead
         render_as_batch=sqlite,
     )

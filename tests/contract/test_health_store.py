@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from redis.asyncio import RedisCluster
 
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import HealthPolicy, HealthStore, HealthTransition
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
+from leasegate.kv.slots_redis import RedisRequestSlots
+from tests.fixtures.redis_cluster import connect, delete_prefix_keys
 
 T0 = 1_700_000_000.0
 POLICY = HealthPolicy(
@@ -31,7 +34,20 @@ ABORTED = Classification("client-abort", None, False, "client-abort")
 REFUSED = Classification("refused", None, True, "model-cooling")
 
 
-@pytest.fixture(params=["in-process", pytest.param("redis", marks=pytest.mark.redis)])
+REDIS_KINDS = [
+    pytest.param("redis_url", id="redis", marks=pytest.mark.redis),
+    pytest.param("redis_cluster_url", id="redis-cluster", marks=pytest.mark.redis),
+]
+
+
+@pytest.fixture(params=REDIS_KINDS)
+def any_redis_url(request: pytest.FixtureRequest) -> str:
+    """A single Redis, then a three-master cluster."""
+    url: str = request.getfixturevalue(request.param)
+    return url
+
+
+@pytest.fixture(params=["in-process", *REDIS_KINDS])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[HealthStore]:
     if request.param == "in-process":
         memory = InProcessHealthStore(POLICY)
@@ -39,15 +55,13 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[HealthStore]:
         await memory.aclose()
         return
     # redis_prefix is an async fixture, which getfixturevalue cannot set up from here
-    client = aioredis.from_url(request.getfixturevalue("redis_url"))
+    client = connect(request.getfixturevalue(request.param))
     prefix = f"lgtest:{secrets.token_hex(4)}"
     shared = RedisHealthStore(client, prefix, POLICY)
     try:
         yield shared
     finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
+        await delete_prefix_keys(client, prefix)
         await client.aclose()
 
 
@@ -233,63 +247,82 @@ async def test_a_snapshot_covers_many_accounts_and_models(store: HealthStore) ->
 # -- Redis only ---------------------------------------------------------------------------
 
 
-class CountingRedis(aioredis.Redis):
-    """Counts commands sent, to show what a snapshot costs in round trips."""
+class CountingConnection(aioredis.Connection):
+    """Counts writes to the server: a pipeline is one write, so one per round trip."""
 
-    commands: int = 0
+    writes: int = 0
 
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        self.commands += 1
-        # redis-py leaves execute_command unannotated
-        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        CountingConnection.writes += 1
+        await super().send_packed_command(command, check_health)
 
 
 @pytest.mark.redis
-async def test_every_redis_key_carries_a_ttl(redis_url: str, redis_prefix: str) -> None:
-    client = aioredis.from_url(redis_url)
-    store = RedisHealthStore(client, redis_prefix, POLICY, owns_client=True)
+async def test_every_redis_key_carries_a_ttl(any_redis_url: str) -> None:
+    client = connect(any_redis_url)
+    prefix = f"lgtest:{secrets.token_hex(4)}"
+    store = RedisHealthStore(client, prefix, POLICY)
     try:
         await fail(store, 1, T0, model="streak-only")
         await fail(store, 3, T0, model="cooling", retry_after_s=100)
         await fail(store, 2, T0, kind=BAD_KEY)
-        pattern = f"{redis_prefix}:health:*"
+        pattern = f"{prefix}:*"
         keys = sorted([k.decode() async for k in client.scan_iter(match=pattern)])
         assert keys == [
-            f"{redis_prefix}:health:c:acct",
-            f"{redis_prefix}:health:m:acct:cooling",
-            f"{redis_prefix}:health:m:acct:streak-only",
+            f"{prefix}:{{acct:acct}}:health:c",
+            f"{prefix}:{{acct:acct}}:health:m:cooling",
+            f"{prefix}:{{acct:acct}}:health:m:streak-only",
         ]
         # max(until - now, 0) + retention, refreshed on every write
         retention_ms = POLICY.retention_s * 1000
         ttls = {k.rsplit(":", 1)[-1]: await client.pttl(k) for k in keys}
         assert retention_ms - 5_000 < ttls["streak-only"] <= retention_ms
         assert retention_ms + 95_000 < ttls["cooling"] <= retention_ms + 100_000
-        assert retention_ms + 25_000 < ttls["acct"] <= retention_ms + 30_000
+        assert retention_ms + 25_000 < ttls["c"] <= retention_ms + 30_000
         # a success after expiry deletes rather than leaving healthy entries behind
         await store.record("acct", "cooling", OK, None, T0 + 100)
         assert [k async for k in client.scan_iter(match=pattern)] == [
-            f"{redis_prefix}:health:m:acct:streak-only".encode()
+            f"{prefix}:{{acct:acct}}:health:m:streak-only".encode()
         ]
     finally:
-        await store.aclose()
+        await delete_prefix_keys(client, prefix)
+        await client.aclose()
 
 
 @pytest.mark.redis
 async def test_a_redis_snapshot_is_one_round_trip(redis_url: str, redis_prefix: str) -> None:
-    # from_url is a classmethod building `cls`, but its stub promises the base class
-    client = cast("CountingRedis", CountingRedis.from_url(redis_url))
+    client = aioredis.from_url(redis_url, connection_class=CountingConnection)
     store = RedisHealthStore(client, redis_prefix, POLICY, owns_client=True)
     try:
         for account in ("a", "b", "c"):
             await fail(store, 3, T0, account=account, model="m")
         pairs = [(account, model) for account in "abcdefgh" for model in ("m", "n", "o")]
-        await store.snapshot(pairs, T0)  # the first call may also load the script
-        client.commands = 0
+        CountingConnection.writes = 0
         snapshot = await store.snapshot(pairs, T0)
-        assert client.commands == 1
+        assert CountingConnection.writes == 1
         assert set(snapshot.cooling) == {("a", "m"), ("b", "m"), ("c", "m")}
     finally:
         await store.aclose()
+
+
+@pytest.mark.redis
+async def test_one_accounts_keys_share_a_cluster_slot_and_accounts_spread(
+    redis_cluster_url: str,
+) -> None:
+    client = connect(redis_cluster_url)
+    assert isinstance(client, RedisCluster)
+    await client.initialize()  # learns the slot map
+    store = RedisHealthStore(client, "lgtest", POLICY)
+    try:
+        accounts = [f"acct-{i}" for i in range(30)]
+        for account in accounts:
+            names = [store.circuit_key(account), store.pair_key(account, "gpt-4o:mini")]
+            names.append(RedisRequestSlots(client, "lgtest", 1.0).key(account))
+            assert len({client.keyslot(name) for name in names}) == 1, account
+        owners = {client.get_node_from_key(store.circuit_key(a)) for a in accounts}
+        assert len(owners) == 3, "accounts spread over every master"
+    finally:
+        await client.aclose()
 
 
 async def test_the_in_process_store_forgets_idle_entries() -> None:
@@ -322,7 +355,7 @@ async def _run_both(url: str, steps: list[tuple[Classification, str, float, floa
         failure_threshold=2, account_failure_threshold=2, base_cooldown_s=7.3, max_cooldown_s=250
     )
     memory = InProcessHealthStore(policy)
-    client = aioredis.from_url(url)
+    client = connect(url)
     prefix = f"lgtest:{secrets.token_hex(4)}"
     shared = RedisHealthStore(client, prefix, policy)
     pairs = [("acct", "m1"), ("acct", "m2")]
@@ -339,9 +372,7 @@ async def _run_both(url: str, steps: list[tuple[Classification, str, float, floa
                     "acct", raw_model, now
                 )
     finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
+        await delete_prefix_keys(client, prefix)
         await client.aclose()
 
 
@@ -353,6 +384,6 @@ async def _run_both(url: str, steps: list[tuple[Classification, str, float, floa
 )
 @given(steps=_STEPS)
 def test_redis_and_in_process_agree_on_any_history(
-    redis_url: str, steps: list[tuple[Classification, str, float, float | None]]
+    any_redis_url: str, steps: list[tuple[Classification, str, float, float | None]]
 ) -> None:
-    asyncio.run(_run_both(redis_url, steps))
+    asyncio.run(_run_both(any_redis_url, steps))

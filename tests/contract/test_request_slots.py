@@ -9,26 +9,34 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
-import redis.asyncio as aioredis
 
 from leasegate.core.clock import SystemClock, from_epoch
 from leasegate.core.ports.capacity import RequestSlots, SlotStoreError
+from leasegate.kv.redis_client import RedisClient
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots
+from tests.fixtures.redis_cluster import connect, delete_prefix_keys
 
 LEASE_S = 30.0
 T0 = 1_750_000_000.0
 
 
-@pytest.fixture
-async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url)
+REDIS_KINDS = [
+    pytest.param("redis_url", id="redis", marks=pytest.mark.redis),
+    pytest.param("redis_cluster_url", id="redis-cluster", marks=pytest.mark.redis),
+]
+
+
+@pytest.fixture(params=REDIS_KINDS)
+async def redis_client(request: pytest.FixtureRequest) -> AsyncIterator[RedisClient]:
+    """A single Redis, then a three-master cluster (the prefix's keys go with the cluster)."""
+    client = connect(request.getfixturevalue(request.param))
     yield client
     await client.aclose()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", *REDIS_KINDS])
 async def slots(request: pytest.FixtureRequest) -> AsyncIterator[RequestSlots]:
     if request.param == "memory":
         yield InProcessRequestSlots(LEASE_S)
@@ -36,14 +44,12 @@ async def slots(request: pytest.FixtureRequest) -> AsyncIterator[RequestSlots]:
     # Built here rather than from the async redis fixtures, which a parametrized async
     # fixture cannot request lazily; this mirrors redis_prefix's clean-up.
     # Room for every racer at once: the point is 200 scripts racing inside Redis.
-    client = aioredis.from_url(request.getfixturevalue("redis_url"), max_connections=256)
+    client = connect(request.getfixturevalue(request.param), max_connections=256)
     prefix = f"lgtest:{secrets.token_hex(4)}"
     try:
         yield RedisRequestSlots(client, prefix, LEASE_S)
     finally:
-        keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
+        await delete_prefix_keys(client, prefix)
         await client.aclose()
 
 
@@ -140,7 +146,7 @@ async def test_two_hundred_racing_requests_admit_exactly_the_ceiling(
 
 
 async def test_redis_slots_key_expires_with_the_lease(
-    redis_client: aioredis.Redis, redis_prefix: str
+    redis_client: RedisClient, redis_prefix: str
 ) -> None:
     slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
     await slots.acquire("acct", "r1", 2, T0)
@@ -214,7 +220,7 @@ async def test_a_cancelled_release_still_returns_the_slot(
 
 
 async def test_keeper_background_renewal_on_a_real_clock(
-    redis_client: aioredis.Redis, redis_prefix: str
+    redis_client: RedisClient, redis_prefix: str
 ) -> None:
     slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=0.3)
     keeper = SlotKeeper(slots, SystemClock())
@@ -228,7 +234,7 @@ async def test_keeper_background_renewal_on_a_real_clock(
 
 
 async def test_keeper_release_survives_a_store_error(
-    redis_client: aioredis.Redis,
+    redis_client: RedisClient,
     redis_prefix: str,
     clock: FakeClock,
     caplog: pytest.LogCaptureFixture,
@@ -248,7 +254,7 @@ async def test_keeper_release_survives_a_store_error(
 
 
 async def test_keeper_acquire_fails_loudly_and_holds_nothing_on_a_store_error(
-    redis_client: aioredis.Redis, redis_prefix: str, clock: FakeClock
+    redis_client: RedisClient, redis_prefix: str, clock: FakeClock
 ) -> None:
     slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
     keeper = SlotKeeper(slots, clock)

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from leasegate.kv.keys import slots_key as slots_key_of
 from tests.fixtures.cluster import READY_WITHIN_S, SLOT_LEASE_S, Cluster, running_cluster
 from tests.fixtures.servers import leasegate_server
 
@@ -219,7 +220,7 @@ async def test_a_proxy_killed_mid_stream_gives_its_slots_back_within_the_lease(
     cluster: Cluster,
 ) -> None:
     key = await _key(cluster, "t-crash", "stuck-model")
-    slots_key = f"{cluster.prefix}:slots:crash"
+    slots_key = slots_key_of(cluster.prefix, "crash")
     victim_env = {**cluster.env, "LEASEGATE_REQUEST_SLOT_LEASE_S": str(SLOT_LEASE_S)}
     with ExitStack() as processes:
         victim, process = await asyncio.to_thread(

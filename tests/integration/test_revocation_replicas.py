@@ -1,5 +1,6 @@
 """A revoked key is refused by every proxy replica (SPEC §5 invariant 5), in production mode:
-one control-plane process and two proxy processes sharing Postgres and Redis."""
+one control-plane process and two proxy processes sharing Postgres and Redis, once on a single
+Redis and once on a three-master Redis Cluster (`redis+cluster://`)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,21 @@ from tests.fixtures.services import production_stores
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-async def production_env(tmp_path: Path) -> AsyncIterator[tuple[dict[str, str], MockUpstream]]:
+@pytest.fixture(params=["redis", "redis-cluster"])
+async def production_env(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[dict[str, str], MockUpstream]]:
     async with production_stores() as stores, MockUpstream() as upstream:
+        redis_url = stores["redis_url"]
+        if request.param == "redis-cluster":
+            redis_url = request.getfixturevalue("redis_cluster_url")
+        # a request ceiling, so every proxied call also takes and returns a slot in the store
+        account = account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"}, request_capacity=4)
         env = gateway_env(
             tmp_path,
-            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
+            [account],
             database_url=stores["database_url"],
-            redis_url=stores["redis_url"],
+            redis_url=redis_url,
             redis_prefix=stores["redis_prefix"],
         )
         await run_migrate(env)

@@ -29,9 +29,16 @@ class Config:
     """OTEL_EXPORTER_OTLP_ENDPOINT, the OpenTelemetry standard variable: tracing is on if set."""
 
 
-def load_config(env: Mapping[str, str] | None = None, **overrides: object) -> Config:
-    """Read LEASEGATE_* from `env` (default: the process environment) plus explicit overrides."""
-    source = os.environ if env is None else env
+def load_config(
+    env: Mapping[str, str] | None = None,
+    *,
+    defaults: Mapping[str, str] | None = None,
+    **overrides: object,
+) -> Config:
+    """Read LEASEGATE_* from `env` (default: the process environment) plus explicit overrides.
+
+    `defaults`: variables used only where the environment does not set them (the demo's)."""
+    source = {**(defaults or {}), **(os.environ if env is None else env)}
     settings = _settings(source, overrides)
     registry = _registry(settings, source)
     credentials = {

@@ -9,6 +9,8 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
+
 _TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
@@ -57,6 +59,9 @@ class Settings(BaseSettings):
     key_cache_ttl_s: PositiveSeconds = 60.0
     """How long a proxy trusts a cached key record; revocations arrive sooner by fan-out."""
     evidence_flush_interval_s: PositiveSeconds = 0.05
+    evidence_retention_days: int | None = Field(default=None, ge=1)
+    """Evidence older than this many whole UTC days before today is removed by the control
+    plane (whole partitions on Postgres); unset keeps it forever."""
     shutdown_drain_s: PositiveSeconds = 10.0
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
     console_secret: SecretStr | None = None
@@ -64,6 +69,8 @@ class Settings(BaseSettings):
     console_session_ttl_s: int = Field(default=8 * 3600, ge=60, le=7 * 86400)
     metrics_tenant_label: bool = False
     """Label mint metrics with the tenant (the first `METRICS_MAX_TENANTS`, then `other`)."""
+    access_log: bool = True
+    """One JSON line per HTTP request on stderr (leasegate.web.access_log)."""
 
     @field_validator("admin_tokens", mode="before")
     @classmethod
@@ -99,8 +106,14 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
+        if url is None:
+            return url
+        if is_cluster_url(url):
+            parse_cluster_url(url)  # the seeds must parse now, not at the first connection
+        elif not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(
+                "must start with redis://, rediss://, unix:// or (a cluster) redis+cluster://"
+            )
         return url
 
     @model_validator(mode="after")

@@ -23,13 +23,16 @@ class EvidenceRepository:
         self._db = db
 
     async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
-        """Insert rows; one whose request_id exists is ignored, so a flush may be replayed."""
+        """Insert rows; one already present is ignored, so a flush may be replayed.
+
+        The conflict names no target on purpose: the key is `(request_id, started_at)` on
+        Postgres's partitioned table and `request_id` on SQLite and on a Postgres database not
+        yet migrated to partitions; a row's only unique constraint is that key either way, so
+        one statement is right on all three (and across a rolling upgrade)."""
         if not rows:
             return
         dialect = postgresql if self._db.dialect == "postgresql" else sqlite
-        statement = dialect.insert(EvidenceRecordRow).on_conflict_do_nothing(
-            index_elements=[EvidenceRecordRow.request_id]
-        )
+        statement = dialect.insert(EvidenceRecordRow).on_conflict_do_nothing()
         async with self._db.session() as session:
             await session.execute(statement, [evidence_values(row) for row in rows])
 

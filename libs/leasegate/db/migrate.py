@@ -1,5 +1,10 @@
 """Run the Alembic migrations programmatically: `leasegate migrate`, dev start-up, tests.
 
+Alembic is configured here, in code: no `alembic.ini` in the working directory is needed.
+The scripts are the repository's top-level `migrations/` folder; the wheel carries the same
+folder as `leasegate/_migrations` (hatchling `force-include`), so an installed package
+migrates from any directory.
+
 Synchronous because Alembic's env.py runs its own event loop; from async code call it as
 `await asyncio.to_thread(upgrade, url)`.
 """
@@ -10,23 +15,61 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
-# libs/leasegate/db/migrate.py -> the repository root (the package is installed editable)
-REPO_ROOT = Path(__file__).resolve().parents[3]
-ALEMBIC_INI = REPO_ROOT / "alembic.ini"
-SCRIPT_LOCATION = REPO_ROOT / "migrations"
+_PACKAGE = Path(__file__).resolve().parents[1]  # .../leasegate (installed or libs/leasegate)
+_BUNDLED = _PACKAGE / "_migrations"  # present in a built wheel
+_SOURCE = Path(__file__).resolve().parents[3] / "migrations"  # a source checkout
+
+
+class MigrationError(Exception):
+    """The database could not be migrated; str() is one line, never a password."""
+
+
+def script_location() -> Path:
+    """The migrations folder: the wheel's bundled copy, else the source checkout's."""
+    for candidate in (_BUNDLED, _SOURCE):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise MigrationError(f"no migrations found (looked in {_BUNDLED} and {_SOURCE})")
 
 
 def alembic_config(url: str) -> Config:
-    config = Config(str(ALEMBIC_INI)) if ALEMBIC_INI.exists() else Config()
-    config.set_main_option("script_location", str(SCRIPT_LOCATION))
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    config.set_main_option("path_separator", "os")
     # '%' is ConfigParser's interpolation character; a password may contain one
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    # The process has configured its own (JSON) logging; alembic.ini's is for the alembic CLI.
+    # The process has configured its own (JSON) logging.
     config.attributes["configure_logger"] = False
     return config
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Bring the database at `url` to `revision` (an empty database is created from scratch)."""
-    command.upgrade(alembic_config(url), revision)
+    """Bring the database at `url` to `revision` (an empty database is created from scratch).
+
+    A database that does not exist or cannot be reached raises MigrationError."""
+    try:
+        command.upgrade(alembic_config(url), revision)
+    except DBAPIError as exc:
+        raise MigrationError(f"cannot migrate {safe_url(url)}: {_reason(exc.orig)}") from None
+    except (OSError, ArgumentError) as exc:
+        raise MigrationError(f"cannot migrate {safe_url(url)}: {_reason(exc)}") from None
+
+
+def safe_url(url: str) -> str:
+    """The URL with its password masked, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable database URL>"
+
+
+def _reason(exc: BaseException | None) -> str:
+    if exc is None:
+        return "unknown error"
+    if exc.__cause__ is not None:  # a driver error wrapped by SQLAlchemy's adapter
+        exc = exc.__cause__
+    text = " ".join(str(exc).split())[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -19,6 +19,7 @@ ENDPOINTS: dict[str, Dialect] = {
     "/v1/embeddings": "openai",
     "/v1/responses": "responses",
     "/v1/messages": "anthropic",
+    "/v1/messages/count_tokens": "anthropic",
 }
 STREAMS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"})
 
@@ -257,6 +258,8 @@ def render(path: str, stream: bool, n: int) -> Rendered:
     streaming = stream and path in STREAMS
     if path == "/v1/embeddings":
         return Rendered(_embeddings(), ())
+    if path == "/v1/messages/count_tokens":
+        return Rendered(_dump({"input_tokens": INPUT_TOKENS}).encode(), ())
     if path == "/v1/chat/completions":
         return (
             Rendered(None, tuple(_chat_stream(n, False))) if streaming else Rendered(_chat(n), ())

@@ -14,19 +14,19 @@ import json
 import logging
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
-
 from leasegate.core.ports.health import HealthNews, OnHealthReset, OnNews
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 from leasegate.kv.subscription_redis import RedisSubscription
 
 log = logging.getLogger("leasegate.health")
 
 
 class RedisHealthFanout:
-    def __init__(self, client: aioredis.Redis, prefix: str, *, reply_within_s: float = 2.0) -> None:
+    def __init__(self, client: RedisClient, prefix: str, *, reply_within_s: float = 2.0) -> None:
         self._subscription = RedisSubscription(
             client,
-            f"{prefix}:health-news",
+            keys.health_news_channel(prefix),
             "health news",
             "leasegate.health",
             reply_within_s=reply_within_s,

@@ -1,11 +1,11 @@
 """The shared health store on Redis: every update is one Lua script, atomic across processes.
 
-Layout, one hash per entry (fields streak, trips, until, reason, forget):
+Layout, one hash per entry (fields streak, trips, until, reason, forget), both under the
+account's hash tag (`leasegate.kv.keys`), so the record script touches one slot of a cluster:
 
-    {prefix}:health:m:{account_id}:{served_model}    an (account, served model) pair
-    {prefix}:health:c:{account_id}                   the account circuit
+    {prefix}:{acct:<account id>}:health:m:<served model>    an (account, served model) pair
+    {prefix}:{acct:<account id>}:health:c                   the account circuit
 
-Account ids cannot contain a colon, so a served model name containing one stays unambiguous.
 Every write sets `forget` = max(until, now) + policy.retention_s and the key's TTL to the same
 distance, so idle entries vanish on their own. A success deletes both keys, except one whose
 cooldown is still active: that keeps its cooldown and trips and only loses its streak. Both
@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import (
     Cooldown,
@@ -31,6 +29,8 @@ from leasegate.core.ports.health import (
     HealthSnapshot,
     HealthTransition,
 )
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 from leasegate.routing.health import HEALTHY, Change, HealthState, active_cooldown, transition
 
 # KEYS[1] pair hash, KEYS[2] circuit hash.
@@ -95,20 +95,13 @@ keep(key, till, retention)
 return {{tostring(which), 'tripped', num(till), tostring(trips), reason}}
 """
 
-# Every KEYS[i] -> {streak, trips, until, reason, forget}, in order: one round trip.
-READ_LUA = """
-local out = {}
-for i, key in ipairs(KEYS) do
-  out[i] = redis.call('HMGET', key, 'streak', 'trips', 'until', 'reason', 'forget')
-end
-return out
-"""
+_FIELDS = ("streak", "trips", "until", "reason", "forget")
 
 
 class RedisHealthStore:
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: RedisClient,
         prefix: str,
         policy: HealthPolicy,
         *,
@@ -119,20 +112,29 @@ class RedisHealthStore:
         self._policy = policy
         self._owns_client = owns_client
         self._record = client.register_script(RECORD_LUA)
-        self._read = client.register_script(READ_LUA)
 
     def pair_key(self, account_id: str, model: str) -> str:
-        return f"{self._prefix}:health:m:{account_id}:{model}"
+        return keys.pair_key(self._prefix, account_id, model)
 
     def circuit_key(self, account_id: str) -> str:
-        return f"{self._prefix}:health:c:{account_id}"
+        return keys.circuit_key(self._prefix, account_id)
+
+    async def _read(self, names: Sequence[str]) -> list[list[Any]]:
+        """HMGET of every hash, pipelined: one round trip on one Redis; on a cluster, one per
+        node holding any of them (sent in parallel). Each read is atomic per key; the set is
+        not, which a snapshot does not need: any interleaving equals some moment's reads."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hmget(name, _FIELDS)
+            rows: list[list[Any]] = await pipe.execute()
+        return rows
 
     async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> HealthSnapshot:
         if not pairs:
             return HealthSnapshot(circuits={}, cooling={})
         accounts = list(dict.fromkeys(account_id for account_id, _ in pairs))
-        keys = [self.circuit_key(a) for a in accounts] + [self.pair_key(a, m) for a, m in pairs]
-        rows = await self._read(keys=keys)
+        names = [self.circuit_key(a) for a in accounts] + [self.pair_key(a, m) for a, m in pairs]
+        rows = await self._read(names)
         states = [_parse_state(row, now) for row in rows]
         circuits: dict[str, Cooldown] = {}
         for account_id, state in zip(accounts, states[: len(accounts)], strict=True):
@@ -188,7 +190,7 @@ class RedisHealthStore:
     async def state_of(self, account_id: str, model: str | None, now: float) -> HealthState:
         """The raw machine state (None: the circuit), for diagnostics and tests."""
         key = self.circuit_key(account_id) if model is None else self.pair_key(account_id, model)
-        rows = await self._read(keys=[key])
+        rows = await self._read([key])
         return _parse_state(rows[0], now)
 
     async def aclose(self) -> None:

@@ -6,7 +6,8 @@ the database (which always knows) until the cache warms again.
 
 The subscription (subscription_redis.py) never holds up start-up, reconnects with backoff and
 notices a silent partition; `ready` is false while it is down; /readyz reports it under
-`redis`.
+`redis`. On a Redis Cluster, classic PUBLISH reaches subscribers on every node, so the
+subscription sees every revocation whichever node the publisher happened to reach.
 """
 
 from __future__ import annotations
@@ -15,19 +16,19 @@ import json
 import logging
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
-
 from leasegate.core.ports.revocation import OnReset, OnRevoked, Revocation
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 from leasegate.kv.subscription_redis import RedisSubscription
 
 log = logging.getLogger("leasegate.revocations")
 
 
 class RedisRevocationBus:
-    def __init__(self, client: aioredis.Redis, prefix: str, *, reply_within_s: float = 2.0) -> None:
+    def __init__(self, client: RedisClient, prefix: str, *, reply_within_s: float = 2.0) -> None:
         self._subscription = RedisSubscription(
             client,
-            f"{prefix}:revocations",
+            keys.revocations_channel(prefix),
             "revocation",
             "leasegate.revocations",
             reply_within_s=reply_within_s,

@@ -1,6 +1,7 @@
 """Request slots shared by every proxy process: one sorted set per account in Redis.
 
-`{prefix}:slots:{account}` holds request ids scored by lease expiry (epoch seconds). A member
+`{prefix}:{acct:<account>}:slots` holds request ids scored by lease expiry (epoch seconds);
+every script and command touches that one key, so one slot of a cluster. A member
 is live while its score is after `now`, the rule of leasegate.capacity.table. Admission is one
 Lua script, so the check and the take are one atomic step however many processes race; release
 is a ZREM, which removes a member once, so only one caller ever sees it succeed.
@@ -14,10 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from leasegate.core.ports.capacity import SlotStoreError
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 
 # ARGV: holder, capacity, now, expiry, ttl_ms. Expired members go first, so a dead process's
 # slots stop counting at the exact moment their lease runs out.
@@ -55,7 +57,7 @@ class RedisRequestSlots:
     """Request slots in Redis. The client is borrowed: `aclose` closes it only if `owns_client`."""
 
     def __init__(
-        self, client: Redis, prefix: str, lease_s: float, *, owns_client: bool = False
+        self, client: RedisClient, prefix: str, lease_s: float, *, owns_client: bool = False
     ) -> None:
         if lease_s <= 0:
             raise ValueError("lease_s must be positive")
@@ -72,7 +74,7 @@ class RedisRequestSlots:
         return self._lease_s
 
     def key(self, account_id: str) -> str:
-        return f"{self._prefix}:slots:{account_id}"
+        return keys.slots_key(self._prefix, account_id)
 
     async def acquire(self, account_id: str, holder: str, capacity: int, now: float) -> bool:
         args = (holder, capacity, repr(now), repr(now + self._lease_s), self._ttl_ms)

@@ -1,21 +1,22 @@
-"""Chain spend in Redis: one hash per chain, `{prefix}:spend:{<chain>}` (one hash slot, so a
-Redis Cluster serves it too), fields `tokens` and `cost` (billionths), added with HINCRBY in
-one MULTI so every replica's increments count exactly once."""
+"""Chain spend in Redis: one hash per chain (`leasegate.kv.keys.chain_spend_key`: one hash
+slot, so a Redis Cluster serves it too), fields `tokens` and `cost` (billionths), added with
+HINCRBY in one MULTI so every replica's increments count exactly once."""
 
 from __future__ import annotations
 
 import math
 
-import redis.asyncio as aioredis
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 
 
 class RedisChainSpend:
-    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+    def __init__(self, client: RedisClient, prefix: str) -> None:
         self._client = client
         self._prefix = prefix
 
     def _key(self, chain_id: str) -> str:
-        return f"{self._prefix}:spend:{{{chain_id}}}"
+        return keys.chain_spend_key(self._prefix, chain_id)
 
     async def spent(self, chain_id: str) -> tuple[int, int]:
         tokens, cost = await self._client.hmget(self._key(chain_id), ["tokens", "cost"])

@@ -16,8 +16,10 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-import redis.asyncio as aioredis
+from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError
+
+from leasegate.kv.redis_client import RedisClient
 
 OnMessage = Callable[[bytes | str], None]
 OnReset = Callable[[], None]
@@ -35,7 +37,7 @@ class RedisSubscription:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: RedisClient,
         channel: str,
         name: str,
         logger: str,
@@ -99,6 +101,9 @@ class RedisSubscription:
         loop = asyncio.get_running_loop()
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)
         try:
+            if isinstance(self._client, RedisCluster):
+                # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
+                await self._client.initialize()
             await pubsub.subscribe(self._channel)
             on_reset()
             self._live = True

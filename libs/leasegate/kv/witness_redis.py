@@ -4,9 +4,9 @@ to witness different revisions leave the highest one, and nothing ever lowers it
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from leasegate.core.ports.witness import Witness
+from leasegate.kv import keys
+from leasegate.kv.redis_client import RedisClient
 
 # ARGV: revision, head hash. Equal or lower revisions are ignored: the first writer of a
 # revision wins, so a reader that saw a different head at that revision reads corrupt.
@@ -21,9 +21,9 @@ return 0
 
 
 class RedisAuditWitness:
-    def __init__(self, client: Redis, prefix: str) -> None:
+    def __init__(self, client: RedisClient, prefix: str) -> None:
         self._client = client
-        self.key = f"{prefix}:audit:witness"
+        self.key = keys.witness_key(prefix)
         self._advance = client.register_script(_ADVANCE)
 
     async def read(self) -> Witness | None:

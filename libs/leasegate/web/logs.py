@@ -16,6 +16,7 @@ class JsonFormatter(logging.Formatter):
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,
             "event": record.getMessage(),
         }
         for key, value in record.__dict__.items():

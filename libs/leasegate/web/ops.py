@@ -10,6 +10,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from leasegate.accounts import Registry
+
 Probe = Callable[[], Awaitable[None]]
 """Raises when its dependency is unreachable."""
 
@@ -34,7 +36,11 @@ def ops_router(
     report: Report | None = None,
     refresh: Sequence[Refresh] = (),
     probe_errors: tuple[type[BaseException], ...] = PROBE_ERRORS,
+    accounts: Registry | None = None,
 ) -> APIRouter:
+    """`accounts`: when given, /readyz lists the accounts whose credential variable is unset
+    (ready all the same: the others serve; those are never selected)."""
+    unconfigured = unconfigured_accounts(accounts) if accounts is not None else None
     router = APIRouter()
 
     @router.get("/healthz", include_in_schema=False)
@@ -67,6 +73,8 @@ def ops_router(
         checks: dict[str, str] = dict(zip(names, results, strict=True))
         ready = all(v == "ok" for v in checks.values())
         body: dict[str, Any] = {"status": "ready" if ready else "unready", "checks": checks}
+        if unconfigured is not None:
+            body["unconfigured_accounts"] = unconfigured
         body.update(extra)
         return JSONResponse(body, status_code=200 if ready else 503)
 
@@ -77,3 +85,12 @@ def ops_router(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return router
+
+
+def unconfigured_accounts(accounts: Registry) -> list[dict[str, str]]:
+    """Accounts whose credential variable is unset or empty: the names, never a value."""
+    return [
+        {"account": a.id, "variable": a.credential_env}
+        for a in accounts.accounts
+        if not a.configured
+    ]

@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
+from redis.asyncio import RedisCluster
 from redis.exceptions import RedisError
 
 from leasegate.config import Config
+from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
@@ -24,6 +25,7 @@ from leasegate.kv.health_fanout_memory import InProcessHealthFanout
 from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
+from leasegate.kv.redis_client import RedisClient, cluster_client
 from leasegate.kv.revocations_memory import InProcessRevocationBus
 from leasegate.kv.revocations_redis import RedisRevocationBus
 from leasegate.kv.slots_memory import InProcessRequestSlots
@@ -43,7 +45,7 @@ class Stores:
     """Health news between proxies (each proxy's local view, proxy/health_view.py)."""
     slots: RequestSlots
     revocations: RevocationBus
-    redis: aioredis.Redis | None
+    redis: RedisClient | None
     witness: AuditWitness
     """The audit chain's high-water mark, outside the database."""
     spend: ChainSpend
@@ -70,8 +72,11 @@ class Stores:
         await self.slots.aclose()
         if self.redis is not None:
             with contextlib.suppress(RedisError, OSError):
-                # the pool was passed in, so the client would leave its sockets open
-                await self.redis.aclose(close_connection_pool=True)
+                if isinstance(self.redis, RedisCluster):
+                    await self.redis.aclose()  # it owns its node pools
+                else:
+                    # the pool was passed in, so the client would leave its sockets open
+                    await self.redis.aclose(close_connection_pool=True)
         await self.database.dispose()
 
 
@@ -105,7 +110,7 @@ def open_stores(config: Config) -> Stores:
             witness=InProcessAuditWitness(),
             spend=InProcessChainSpend(),
         )
-    client = redis_client(
+    client = _redis_client(
         settings.redis_url,
         RedisDeadlines(settings.redis_connect_timeout_s, settings.redis_command_timeout_s),
     )
@@ -125,3 +130,16 @@ def open_stores(config: Config) -> Stores:
         witness=RedisAuditWitness(client, prefix),
         spend=RedisChainSpend(client, prefix),
     )
+
+
+def _redis_client(url: str, deadlines: RedisDeadlines) -> RedisClient:
+    if is_cluster_url(url):
+        cluster = parse_cluster_url(url)
+        return cluster_client(
+            cluster.nodes,
+            tls=cluster.tls,
+            username=cluster.username,
+            password=cluster.password,
+            deadlines=deadlines,
+        )
+    return redis_client(url, deadlines)

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
-from leasegate.control_plane.app import build_control_runtime
+from leasegate.control_plane.app import build_control_runtime, evidence_upkeep
 from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.routes import control_router
@@ -42,15 +42,18 @@ def create_dev_app(
     StoreMetrics(metrics_registry).watch_database(stores.database)
     control = build_control_runtime(config, stores, the_clock, metrics_registry)
     proxy = build_proxy_runtime(config, stores, metrics_registry, the_clock)
+    upkeep = evidence_upkeep(config, stores, the_clock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if migrate:
             await asyncio.to_thread(upgrade, config.settings.database_url)
         await start_proxy(proxy, stores)
+        upkeep.start()
         try:
             yield
         finally:
+            await upkeep.stop()
             await stop_proxy(proxy)
             await stores.aclose()
 
@@ -72,6 +75,7 @@ def create_dev_app(
             metrics_registry,
             refresh=(health_gauges.refresh, capacity_gauges.refresh),
             report=control.overlay.report,
+            accounts=config.registry,
         )
     )
     install_console(app, control)

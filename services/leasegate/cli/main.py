@@ -1,38 +1,35 @@
-"""`leasegate`: dev | control-plane | proxy | migrate, and the operator commands
-`accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
+"""`leasegate`: dev | control-plane | proxy | migrate | evidence prune, and the operator
+commands `accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
 
 Every command validates the whole configuration first and exits 2 with one line when it is
-wrong; servers log JSON lines to stderr and drain on SIGTERM.
+wrong; servers log JSON lines to stderr and drain on SIGTERM (a clean stop exits 0).
+`migrate` exits 1 with one line when the database cannot be reached or does not exist.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import secrets
 import sys
+import tempfile
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
-import uvicorn
 from pydantic import SecretStr
-from starlette.types import ASGIApp
 
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
+from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults
 from leasegate.cli.dev import create_dev_app
+from leasegate.cli.evidence import EVIDENCE_COMMAND, add_evidence_commands, run_evidence
+from leasegate.cli.serve import serve, serve_with_demo, serve_workers
+from leasegate.cli.startup import prepare_process, with_access_log
 from leasegate.config import Config, ConfigError, load_config
 from leasegate.control_plane.app import create_control_plane_app
-from leasegate.db.migrate import upgrade
+from leasegate.db.migrate import MigrationError, upgrade
 from leasegate.proxy.app import create_proxy_app
-from leasegate.web.logs import configure_logging
-
-log = logging.getLogger("leasegate.cli")
 
 _DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
-_WORKER_HEALTHCHECK_S = 30
-_FACTORIES = {
-    "control-plane": "leasegate.cli.apps:control_plane_app",
-    "proxy": "leasegate.cli.apps:proxy_app",
-}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,77 +38,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ADMIN_COMMANDS:
         return run_admin(args)  # a client of the admin API: the server's settings do not apply
     try:
-        config = load_config()
-        return _run(args, config)
+        if args.command == "dev" and args.demo:
+            with tempfile.TemporaryDirectory(prefix="leasegate-demo-") as workdir:
+                return _run_demo(args, Path(workdir))
+        return _run(args, load_config())
     except ConfigError as exc:
         sys.stderr.write(f"leasegate: configuration error: {exc}\n")
         return 2
+    except MigrationError as exc:
+        sys.stderr.write(f"leasegate {args.command}: {exc}\n")
+        return 1
 
 
 def _run(args: argparse.Namespace, config: Config) -> int:
-    configure_logging(config.settings.log_level)
-    if config.unknown_variables:
-        log.warning(
-            "unknown LEASEGATE_ variables ignored (a typo?)",
-            extra={"variables": list(config.unknown_variables)},
-        )
+    prepare_process(config)
     if args.command == "migrate":
         upgrade(config.settings.database_url)
         return 0
-    app: ASGIApp | str
-    workers = getattr(args, "workers", 1)
+    if args.command == EVIDENCE_COMMAND:
+        return run_evidence(args, config)
+    port = args.port if args.port is not None else _DEFAULT_PORTS[args.command]
     if args.command == "dev":
+        if args.workers != 1:
+            raise ConfigError("--workers: `dev` runs one process (its stores live in it)")
         if config.settings.control_token is None:
             token = secrets.token_urlsafe(24)
             config = load_config(control_token=SecretStr(token))
             sys.stderr.write(f"leasegate dev: generated control token: {token}\n")
-        app = create_dev_app(config)
-    elif args.command == "control-plane":
-        _require_production(config, needs_control_token=True)
-        app = create_control_plane_app(config) if workers == 1 else _FACTORIES[args.command]
-    else:
-        _require_production(config, needs_control_token=False)
-        app = create_proxy_app(config) if workers == 1 else _FACTORIES[args.command]
-    uvicorn.run(
-        app,
-        # N > 1: N processes accept on the one listening socket, each building its own app
-        factory=workers > 1,
-        workers=workers if workers > 1 else None,
-        # a worker answers the supervisor's ping only once its imports are done: on a busy
-        # machine that takes longer than uvicorn's 5 s default, and it would be restarted
-        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
-        host=args.host,
-        port=args.port if args.port is not None else _DEFAULT_PORTS[args.command],
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=int(config.settings.shutdown_drain_s),
-        lifespan="on",
-        # named, not "auto": a missing one fails at start instead of silently costing CPU
-        loop="uvloop",
-        http="httptools",
-    )
-    return 0
-
-
-def _require_production(config: Config, *, needs_control_token: bool) -> None:
+        return serve(with_access_log(create_dev_app(config), config), config, args.host, port)
     if config.settings.redis_url is None:
         raise ConfigError(
             "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
             "(use `leasegate dev` for the single-process embedded mode)"
         )
-    if needs_control_token and config.settings.control_token is None:
+    if args.command == "control-plane" and config.settings.control_token is None:
         raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
+    if args.workers > 1:
+        return serve_workers(args.command, args.workers, config, args.host, port)
+    create = create_control_plane_app if args.command == "control-plane" else create_proxy_app
+    return serve(with_access_log(create(config), config), config, args.host, port)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _run_demo(args: argparse.Namespace, workdir: Path) -> int:
+    defaults = demo_defaults(args.demo_port, workdir)
+    config = load_config(defaults=defaults)
+    prepare_process(config)
+    if args.workers != 1:
+        raise ConfigError("--workers: `dev` runs one process (its stores live in it)")
+    port = args.port if args.port is not None else _DEFAULT_PORTS["dev"]
+    url = f"http://{args.host}:{port}"
+    banner = demo_banner(url, args.demo_port, config, defaults["LEASEGATE_DATABASE_URL"])
+    sys.stderr.write(banner)
+    app = with_access_log(create_dev_app(config), config)
+    return serve_with_demo(app, config, args.host, port, args.demo_port)
+
+
+def _version() -> str:
+    try:
+        return version("leasegate")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="leasegate", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"leasegate {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, summary in (
         ("dev", "both APIs on one port, embedded stores, migrates itself"),
@@ -121,12 +112,22 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=summary)
         command.add_argument("--host", default="127.0.0.1")
         command.add_argument("--port", type=int, default=None)
-        if name != "dev":  # embedded mode's in-process stores live in one process
+        command.add_argument(
+            "--workers",
+            type=int,
+            default=1,
+            help="processes serving one port (control-plane and proxy; dev runs one)",
+        )
+        if name == "dev":
             command.add_argument(
-                "--workers", type=_positive, default=1, help="processes on the one port (1)"
+                "--demo",
+                action="store_true",
+                help="with the bundled demo upstream, demo accounts and a fresh database",
             )
+            command.add_argument("--demo-port", type=int, default=DEMO_PORT)
     commands.add_parser("migrate", help="alembic upgrade head on LEASEGATE_DATABASE_URL")
     add_admin_commands(commands)
+    add_evidence_commands(commands)
     return parser
 
 

@@ -15,6 +15,8 @@ from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import Clock, SystemClock
+from leasegate.db.evidence_upkeep import EvidenceUpkeep
+from leasegate.db.partitions import EvidencePartitions
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
@@ -39,6 +41,12 @@ def build_control_runtime(
     )
 
 
+def evidence_upkeep(config: Config, stores: Stores, clock: Clock) -> EvidenceUpkeep:
+    """Partitions ahead and retention, run in the background by every control plane."""
+    partitions = EvidencePartitions(stores.database)
+    return EvidenceUpkeep(partitions, clock, config.settings.evidence_retention_days)
+
+
 def create_control_plane_app(config: Config, clock: Clock | None = None) -> FastAPI:
     """The control plane as its own process (production mode)."""
     the_clock = clock or SystemClock()
@@ -48,12 +56,15 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     runtime = build_control_runtime(config, stores, the_clock, metrics_registry)
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     capacity_gauges = CapacityGauges(runtime, metrics_registry)
+    upkeep = evidence_upkeep(config, stores, the_clock)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        upkeep.start()
         try:
             yield
         finally:
+            await upkeep.stop()
             await stores.aclose()
 
     configure_tracing(config.tracing_endpoint, "leasegate-control-plane")
@@ -71,6 +82,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             metrics_registry,
             refresh=(health_gauges.refresh, capacity_gauges.refresh),
             report=runtime.overlay.report,
+            accounts=config.registry,
         )
     )
     install_console(app, runtime)

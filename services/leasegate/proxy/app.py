@@ -8,20 +8,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from leasegate.config import Config
-from leasegate.core.clock import Clock, SystemClock, new_id
-from leasegate.core.errors import GatewayError
-from leasegate.keys import parse_key
+from leasegate.core.clock import Clock, SystemClock
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
 from leasegate.proxy.health_view import HealthView
-from leasegate.proxy.keys import KeyResolver, presented_key
+from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
-from leasegate.proxy.relay import refusal_response
+from leasegate.proxy.models import list_models, retrieve_model
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.spend import SpendGate
 from leasegate.upstream.clients import UpstreamClients
@@ -70,28 +68,16 @@ def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
     """The proxy's routes that go through the framework (the proxied endpoints do not: see
     asgi.py)."""
 
-    async def list_models(request: Request) -> Response:
-        token = presented_key(
-            request.headers.get("authorization"), request.headers.get("x-api-key")
-        )
-        parsed = parse_key(token) if token else None
-        try:
-            if parsed is None:
-                raise GatewayError("key-invalid", "the key is not valid")
-            key = await runtime.resolver.resolve(parsed)
-        except GatewayError as refusal:
-            return refusal_response(refusal, new_id("req"))
-        account = runtime.registry.account(key.account_id)
-        owner = account.provider if account else "unknown"
-        names = dict.fromkeys((key.model, key.served_model))
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": [{"id": n, "object": "model", "owned_by": owner} for n in names],
-            }
-        )
+    async def models(request: Request) -> Response:
+        return await list_models(runtime, request)
 
-    return [Route("/v1/models", list_models, methods=["GET"])]
+    async def model(request: Request) -> Response:
+        return await retrieve_model(runtime, request)
+
+    return [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
+    ]
 
 
 def with_data_plane(runtime: ProxyRuntime, app: FastAPI, *, traced: bool) -> DataPlane:
@@ -135,6 +121,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
             refresh=(gauges.refresh,),
+            accounts=config.registry,
         )
     )
     app.state.runtime = runtime

@@ -27,6 +27,8 @@ class Attempt:
     malformed_chunks: int = 0
     slot_account: str | None = None
     """Set while this attempt holds a request slot on that account."""
+    feeds_health: bool = True
+    """False for an endpoint that is not a completion (see Endpoint.completion)."""
 
     def evidence(
         self,

@@ -15,6 +15,9 @@ class Endpoint:
     path: str
     dialect: Dialect
     streams: bool = True
+    completion: bool = True
+    """False for a call that produces no completion (token counting): its outcome is
+    recorded as evidence but never fed to the health store."""
 
     def served_by(self, account: Account) -> bool:
         return (self.dialect == "anthropic") == account.speaks_anthropic
@@ -26,4 +29,5 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("/v1/embeddings", "openai", streams=False),
     Endpoint("/v1/responses", "responses"),
     Endpoint("/v1/messages", "anthropic"),
+    Endpoint("/v1/messages/count_tokens", "anthropic", streams=False, completion=False),
 )

@@ -45,6 +45,7 @@ async def forward(
     refusal. `headers`: the ASGI scope's (lower-case names)."""
     clock = runtime.clock
     attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
+    attempt.feeds_health = endpoint.completion
     authorization, x_api_key, content_type = _wanted_headers(headers)
     token = presented_key(authorization, x_api_key)
     if token is None:

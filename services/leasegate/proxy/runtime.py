@@ -59,7 +59,9 @@ class ProxyRuntime:
         except STORE_ERRORS as exc:
             # the row (with its tokens and cost) is queued either way; the running total misses it
             log.error("spend record failed", extra={"error": type(exc).__name__})
-        if key is None or (classification.scope is None and not classification.resets_streak):
+        if key is None or not attempt.feeds_health:
+            return
+        if classification.scope is None and not classification.resets_streak:
             return
         try:
             transitions: list[HealthTransition] = await self.health.record(

@@ -1,4 +1,11 @@
-"""`evidence`: one terminal row per proxied request that presented a key."""
+"""`evidence`: one terminal row per proxied request that presented a key.
+
+On Postgres the table is partitioned by UTC day on `started_at` (migration
+`evidence_partitions`, partitions kept by leasegate.db.partitions), and a partitioned table's
+primary key must contain the partition key: hence `(request_id, started_at)`. A request's row
+is written once with one `started_at`, so a replayed batch still collides on the key. SQLite
+keeps one table whose primary key is `request_id` alone (Alembic compares no primary keys, so
+the models describe the Postgres shape)."""
 
 from __future__ import annotations
 
@@ -33,7 +40,7 @@ class EvidenceRecordRow(Base):
     output_tokens: Mapped[int | None] = mapped_column(Integer)
     cache_read_input_tokens: Mapped[int | None] = mapped_column(Integer)
     cache_creation_input_tokens: Mapped[int | None] = mapped_column(Integer)
-    started_at: Mapped[datetime] = mapped_column(index=True)
+    started_at: Mapped[datetime] = mapped_column(primary_key=True, index=True)
     first_byte_ms: Mapped[float | None] = mapped_column(Float)
     duration_ms: Mapped[float] = mapped_column(Float)
     malformed_chunks: Mapped[int] = mapped_column(Integer)

@@ -1,0 +1,42 @@
+"""The two kinds of Redis client the stores accept: one server (`Redis`) or a Redis Cluster
+(`RedisCluster`). Every store issues only single-slot scripts and commands, so the same code
+runs on both; see the hash tags in `leasegate.kv.keys`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
+
+from leasegate.kv.connect import HEALTH_CHECK_INTERVAL_S, Deadlines
+
+RedisClient = Redis | RedisCluster
+
+
+def cluster_client(
+    nodes: Sequence[tuple[str, int]],
+    *,
+    tls: bool = False,
+    username: str | None = None,
+    password: str | None = None,
+    max_connections: int = 512,
+    deadlines: Deadlines | None = None,
+) -> RedisCluster:
+    """A cluster client seeded with `nodes`; it discovers the rest on first use. Every call
+    has the same deadlines as a single Redis's (`leasegate.kv.connect`).
+
+    `max_connections` is per node. Connections are opened lazily, so constructing one does
+    no I/O."""
+    limits = deadlines or Deadlines()
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in nodes],
+        username=username,
+        password=password,
+        ssl=tls,
+        max_connections=max_connections,
+        socket_connect_timeout=limits.connect_s,
+        socket_timeout=limits.command_s,
+        socket_keepalive=True,
+        health_check_interval=HEALTH_CHECK_INTERVAL_S,
+    )

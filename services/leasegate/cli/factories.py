@@ -1,0 +1,26 @@
+"""App factories for `--workers N`: uvicorn imports one of these in each worker process.
+
+Each worker reads the same environment as the parent (which validated it already) and
+builds its own app, stores and connections; they share only the listening socket.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp
+
+from leasegate.cli.startup import prepare_process, with_access_log
+from leasegate.config import load_config
+from leasegate.control_plane.app import create_control_plane_app
+from leasegate.proxy.app import create_proxy_app
+
+
+def control_plane_app() -> ASGIApp:
+    config = load_config()
+    prepare_process(config)
+    return with_access_log(create_control_plane_app(config), config)
+
+
+def proxy_app() -> ASGIApp:
+    config = load_config()
+    prepare_process(config)
+    return with_access_log(create_proxy_app(config), config)

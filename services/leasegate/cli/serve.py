@@ -1,0 +1,95 @@
+"""Run a server command under uvicorn: one process, or N worker processes on one port.
+
+`--workers N` (N > 1) uses uvicorn's own supervisor: the parent binds the port once and
+starts N processes that each import an app factory (leasegate.cli.factories) and accept on
+the shared socket; a worker that dies is replaced. `dev` is one process by design (its
+stores live in the process).
+
+A clean stop on SIGTERM or SIGINT exits 0: uvicorn would re-raise the signal after draining,
+which makes the process look killed (exit 143) to `make` and shells.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Generator
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.supervisors import Multiprocess
+
+from leasegate.config import Config
+from leasegate.demo.upstream import MockUpstream
+
+_WORKER_HEALTHCHECK_S = 30
+
+FACTORIES = {
+    "control-plane": "leasegate.cli.factories:control_plane_app",
+    "proxy": "leasegate.cli.factories:proxy_app",
+}
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _options(config: Config, host: str, port: int) -> dict[str, Any]:
+    return {
+        "host": host,
+        "port": port,
+        "log_config": None,
+        "access_log": False,  # leasegate.web.access_log writes the access lines
+        "timeout_graceful_shutdown": int(config.settings.shutdown_drain_s),
+        "lifespan": "on",
+        # named, not "auto": a missing one fails at start instead of silently costing CPU
+        "loop": "uvloop",
+        "http": "httptools",
+    }
+
+
+def serve(app: ASGIApp, config: Config, host: str, port: int) -> int:
+    server = _Server(uvicorn.Config(app, **_options(config, host, port)))
+    server.run()
+    return 0 if server.started else 3
+
+
+def serve_workers(command: str, workers: int, config: Config, host: str, port: int) -> int:
+    uv_config = uvicorn.Config(
+        FACTORIES[command],
+        factory=True,
+        workers=workers,
+        # A worker answers the supervisor's liveness ping only once its interpreter has
+        # imported the package; uvicorn's 5 s default kills slow starters on a loaded host.
+        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
+        **_options(config, host, port),
+    )
+    socket = uv_config.bind_socket()
+    Multiprocess(uv_config, sockets=[socket]).run()
+    return 0
+
+
+def serve_with_demo(app: ASGIApp, config: Config, host: str, port: int, demo_port: int) -> int:
+    """`serve`, with the demo upstream listening on `demo_port` in the same event loop."""
+    server = _Server(uvicorn.Config(app, **_options(config, host, port)))
+
+    async def both() -> None:
+        upstream = MockUpstream()
+        await upstream.start("127.0.0.1", demo_port)
+        try:
+            await server.serve()
+        finally:
+            await upstream.stop()
+
+    asyncio.run(both())
+    return 0 if server.started else 3

@@ -1,0 +1,235 @@
+"""The wheel is the product: built from this tree, installed in a fresh virtual environment
+outside it, and every command run from an unrelated directory, on SQLite and Postgres.
+
+The wheel is built with `pip wheel` (the build backend is the pinned hatchling of
+pyproject.toml) and installed with plain `pip install`, dependencies from the configured
+index (pip's cache makes a re-run fast).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from leasegate.cli.demo import DEMO_ADMIN_TOKEN, DEMO_CONTROL_TOKEN
+from leasegate.demo.upstream import MockUpstream
+from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.servers import free_port, leasegate_server
+from tests.fixtures.services import (
+    create_database,
+    drop_database,
+    pg_url,
+    production_stores,
+    require_service,
+)
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Installed:
+    leasegate: Path
+    """The console script of the fresh environment."""
+    workdir: Path
+    """An empty directory outside the source tree, the cwd of every command."""
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        clean = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("LEASEGATE_", "PYTHON", "VIRTUAL_ENV"))
+        }
+        return {**clean, **(extra or {})}
+
+    def run(
+        self, *argv: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(  # noqa: S603 - the installed console script, fixed arguments
+            [str(self.leasegate), *argv],
+            cwd=self.workdir,
+            env=self.env(env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    async def arun(
+        self, *argv: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        # the servers' upstream answers from this test's event loop: never block it
+        return await asyncio.to_thread(self.run, *argv, env=env)
+
+
+def _pip(*argv: str, python: str = sys.executable) -> None:
+    subprocess.run(  # noqa: S603 - pip with fixed arguments
+        [python, "-m", "pip", *argv], check=True, timeout=600, capture_output=True
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    root = tmp_path_factory.mktemp("wheel")
+    dist = root / "dist"
+    _pip("wheel", "--no-deps", "-q", "-w", str(dist), str(REPO_ROOT))
+    (wheel,) = dist.glob("leasegate-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)  # noqa: S603
+    _pip("install", "-q", str(wheel), python=str(venv / "bin" / "python"))
+    workdir = root / "elsewhere"
+    workdir.mkdir()
+    return Installed(venv / "bin" / "leasegate", workdir)
+
+
+def test_version_and_help_from_any_directory(installed: Installed) -> None:
+    version = installed.run("--version")
+    assert version.returncode == 0
+    assert version.stdout.strip().startswith("leasegate 0.")
+    listing = installed.run("--help")
+    for command in ("dev", "control-plane", "proxy", "migrate", "accounts", "audit"):
+        assert command in listing.stdout
+
+
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_migrate_is_idempotent_and_a_missing_database_is_one_line(
+    installed: Installed, engine: str, tmp_path: Path
+) -> None:
+    if engine == "sqlite":
+        good = f"sqlite+aiosqlite:///{tmp_path / 'lg.db'}"
+        missing = f"sqlite+aiosqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}"
+        database = None
+    else:
+        require_service("PostgreSQL", "127.0.0.1", 5432)
+        database = await create_database()
+        good = pg_url(database)
+        missing = pg_url(f"{database}_absent")
+    try:
+        for _ in range(2):  # the second run finds head and does nothing
+            done = await installed.arun("migrate", env={"LEASEGATE_DATABASE_URL": good})
+            assert done.returncode == 0, done.stderr
+        failed = await installed.arun("migrate", env={"LEASEGATE_DATABASE_URL": missing})
+    finally:
+        if database is not None:
+            await drop_database(database)
+    assert failed.returncode == 1
+    assert "Traceback" not in failed.stderr
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1, failed.stderr
+    assert lines[0].startswith("leasegate migrate: cannot migrate ")
+
+
+@pytest.mark.postgres
+async def test_an_unreachable_database_is_one_line(installed: Installed) -> None:
+    closed = f"postgresql+asyncpg://postgres:secret-pw@127.0.0.1:{free_port()}/leasegate"
+    failed = await installed.arun("migrate", env={"LEASEGATE_DATABASE_URL": closed})
+    assert failed.returncode == 1
+    assert "Traceback" not in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
+    assert "secret-pw" not in failed.stderr  # the password is masked
+
+
+async def test_dev_demo_runs_the_readme_walkthrough(installed: Installed) -> None:
+    demo_port = free_port()
+    with leasegate_server(
+        "dev",
+        installed.env(),
+        program=[str(installed.leasegate)],
+        args=["--demo", "--demo-port", str(demo_port)],
+        cwd=str(installed.workdir),
+    ) as (url, process):
+        control = {"Authorization": f"Bearer {DEMO_CONTROL_TOKEN}"}
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            mint = await client.post(
+                "/control/v2/keys",
+                json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "demo-model"},
+                headers=control,
+            )
+            assert mint.status_code == 201, mint.text
+            minted: dict[str, Any] = mint.json()
+            chat = await client.post(
+                "/v1/chat/completions",
+                json={"model": "demo-model", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"Authorization": f"Bearer {minted['key']}"},
+            )
+            assert chat.status_code == 200, chat.text
+            rows = await _evidence(client, control, minted["mint_decision_id"])
+            assert rows[0]["outcome"] == "success"
+        admin = {"LEASEGATE_ADMIN_TOKEN": DEMO_ADMIN_TOKEN}
+        listed = await installed.arun("accounts", "list", "--url", url, env=admin)
+        assert listed.returncode == 0, listed.stderr
+        assert "demo-openai" in listed.stdout
+    assert process.returncode == 0  # a clean SIGTERM is a clean exit
+    assert list(installed.workdir.iterdir()) == []  # the demo's database was temporary
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+async def test_production_processes_from_the_wheel(installed: Installed, tmp_path: Path) -> None:
+    async with production_stores() as stores, MockUpstream() as upstream:
+        env = gateway_env(
+            tmp_path,
+            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
+            database_url=stores["database_url"],
+            redis_url=stores["redis_url"],
+            redis_prefix=stores["redis_prefix"],
+        )
+        migrated = await installed.arun("migrate", env=env)
+        assert migrated.returncode == 0, migrated.stderr
+        program, cwd = [str(installed.leasegate)], str(installed.workdir)
+        with (
+            leasegate_server(
+                "control-plane", installed.env(env), program=program, cwd=cwd
+            ) as (control_url, _),
+            leasegate_server("proxy", installed.env(env), program=program, cwd=cwd) as (
+                proxy_url,
+                _,
+            ),
+        ):
+            control = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
+            async with httpx.AsyncClient(timeout=10) as client:
+                mint = await client.post(
+                    f"{control_url}/control/v2/keys",
+                    json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "gpt-4o"},
+                    headers=control,
+                )
+                assert mint.status_code == 201, mint.text
+                chat = await client.post(
+                    f"{proxy_url}/v1/chat/completions",
+                    json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+                    headers={"Authorization": f"Bearer {mint.json()['key']}"},
+                )
+                assert chat.status_code == 200, chat.text
+            admin = {"LEASEGATE_ADMIN_TOKEN": ADMIN_TOKEN}
+            url = ("--url", control_url)
+            drained = await installed.arun(
+                "accounts", "drain", "openai-main", "--reason", "moving", *url, env=admin
+            )
+            assert drained.returncode == 0, drained.stderr
+            verified = await installed.arun("audit", "verify", *url, env=admin)
+            assert verified.returncode == 0, verified.stderr
+            assert "chain ok" in verified.stdout
+
+
+async def _evidence(
+    client: httpx.AsyncClient, headers: Mapping[str, str], decision_id: str
+) -> list[dict[str, Any]]:
+    for _ in range(100):
+        response = await client.get(
+            "/control/v2/evidence", params={"decision_id": decision_id}, headers=headers
+        )
+        rows: list[dict[str, Any]] = response.json()["evidence"]
+        if rows:
+            return rows
+        await asyncio.sleep(0.05)
+    raise AssertionError("no evidence row")

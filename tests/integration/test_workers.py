@@ -1,0 +1,63 @@
+"""`leasegate proxy --workers 2`: two processes serve one port, and a SIGTERM stops both
+cleanly (exit 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from leasegate.demo.upstream import MockUpstream
+from tests.fixtures.gateway import account_entry, gateway_env
+from tests.fixtures.servers import leasegate_server
+from tests.fixtures.services import production_stores
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+
+
+def _serving_pids(log_path: Path) -> set[int]:
+    """The pids that wrote an access line: the processes that answered a request."""
+    pids = set()
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("logger") == "leasegate.access" and record.get("path") == "/healthz":
+            pids.add(int(record["pid"]))
+    return pids
+
+
+async def test_two_workers_share_one_port(tmp_path: Path) -> None:
+    log_path = tmp_path / "proxy.log"
+    async with production_stores() as stores, MockUpstream() as upstream:
+        env = gateway_env(
+            tmp_path,
+            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
+            database_url=stores["database_url"],
+            redis_url=stores["redis_url"],
+            redis_prefix=stores["redis_prefix"],
+        )
+        with (
+            log_path.open("wb") as log,
+            leasegate_server("proxy", env, args=["--workers", "2"], log=log) as (url, process),
+        ):
+            pids: set[int] = set()
+            deadline = time.monotonic() + 60
+            while len(pids) < 2 and time.monotonic() < deadline:
+                # a fresh connection per request: the kernel hands each to whichever
+                # worker is waiting in accept()
+                async def one() -> None:
+                    async with httpx.AsyncClient(timeout=5) as client:
+                        assert (await client.get(f"{url}/healthz")).status_code == 200
+
+                await asyncio.gather(*(one() for _ in range(16)))
+                await asyncio.sleep(0.2)  # let the lines reach the log
+                pids = _serving_pids(log_path)
+            assert len(pids) == 2, f"requests were served by {pids}"
+            assert process.pid not in pids  # the parent only supervises
+        assert process.returncode == 0
