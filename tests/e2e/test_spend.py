@@ -96,6 +96,7 @@ async def test_every_row_carries_its_exact_cost_and_unpriced_models_none(
 
         pool.primary.fail = True
         assert (await gw.chat(minted["key"])).status_code == 503
+        await gw.evidence_for(minted["mint_decision_id"], count=2)  # the hop's licence
         await gw.client.delete(f"{gw.url}/control/v2/keys/{minted['key_id']}", headers=gw.control)
         hop = await gw.minted(retry_of_mint_decision_id=minted["mint_decision_id"])
         assert hop["account_id"] == "backup"
@@ -116,6 +117,7 @@ async def test_a_budget_is_refused_once_reached_and_a_hop_spends_the_chains_rema
         assert (await gw.chat(minted["key"])).status_code == 200  # 16 spent
         pool.primary.fail = True
         assert (await gw.chat(minted["key"])).status_code == 503  # no usage: nothing spent
+        await gw.evidence_for(minted["mint_decision_id"], count=2)  # the hop's licence
         await gw.client.delete(f"{gw.url}/control/v2/keys/{minted['key_id']}", headers=gw.control)
 
         different = await gw.mint(

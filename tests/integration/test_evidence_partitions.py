@@ -31,7 +31,7 @@ async def test_the_migration_moves_existing_rows_into_daily_partitions(
     fresh_pg_database: str,
 ) -> None:
     url = fresh_pg_database
-    await asyncio.to_thread(upgrade, url, "0002")
+    await asyncio.to_thread(upgrade, url, "spend")  # the table before partitions
     before = Store.connect(url)
     rows = [
         evidence_row("r1", at(DAY, 0)),
@@ -59,7 +59,7 @@ async def test_the_migration_moves_existing_rows_into_daily_partitions(
     finally:
         await store.close()
 
-    await asyncio.to_thread(_downgrade, url, "0002")  # and back to one table, rows kept
+    await asyncio.to_thread(_downgrade, url, "spend")  # and back to one table, rows kept
     store = Store.connect(url)
     try:
         assert [r.request_id for r in await store.query_evidence()] == ["r3", "r2", "r1"]

@@ -1,23 +1,29 @@
-"""SIGTERM drains: an in-flight stream is finished or cut within the drain time, and its
-evidence row is flushed before the process exits (SPEC §6)."""
+"""SIGTERM drains: an in-flight stream is finished or cut within the drain time; a cut stream
+ends with an error event in the provider's shape (`gateway-shutdown`), its row says so (not
+qualifying, not a health failure), its request slot is given back, and the row is flushed
+before the process exits."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
 from leasegate.db import Store
 from leasegate.demo.upstream import MockUpstream, Reply
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
 from tests.fixtures.servers import free_port
+from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
 
@@ -35,12 +41,26 @@ async def _wait_ready(url: str, process: asyncio.subprocess.Process) -> None:
     raise AssertionError("leasegate dev did not become ready")
 
 
-async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(tmp_path: Path) -> None:
+@pytest.fixture(params=["embedded", "production"])
+async def stores_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+    if request.param == "embedded":
+        yield {}
+        return
+    async with production_stores() as stores:
+        yield stores
+
+
+async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
+    tmp_path: Path, stores_env: dict[str, str]
+) -> None:
     slow = Reply(chunk_delay_s=0.5)  # 20 chunks: ~10 s, far longer than the drain
     async with MockUpstream(script=lambda _: slow) as upstream:
         env = gateway_env(
             tmp_path,
-            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
+            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"}, request_capacity=5)],
+            database_url=stores_env.get("database_url"),
+            redis_url=stores_env.get("redis_url"),
+            redis_prefix=stores_env.get("redis_prefix"),
             extra={"LEASEGATE_SHUTDOWN_DRAIN_S": "1"},
         )
         port = free_port()
@@ -57,6 +77,7 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(tmp_pa
             stderr=subprocess.DEVNULL,
         )
         url = f"http://127.0.0.1:{port}"
+        received = b""
         try:
             await _wait_ready(url, process)
             async with httpx.AsyncClient(timeout=30) as client:
@@ -74,18 +95,22 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(tmp_pa
                     headers={"Authorization": f"Bearer {minted['key']}"},
                 ) as response:
                     chunks = response.aiter_raw()
-                    await anext(chunks)
+                    received += await anext(chunks)
                     process.send_signal(signal.SIGTERM)
                     sent = time.monotonic()
-                    with pytest.raises(httpx.HTTPError):  # cut, not finished: 10 s > 1 s drain
-                        async for _ in chunks:
-                            pass
+                    async for chunk in chunks:  # ended by the gateway, in the provider's shape
+                        received += chunk
             await asyncio.wait_for(process.wait(), timeout=15)
             assert time.monotonic() - sent < 8
         finally:
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+    last = received.strip().split(b"\n\n")[-1]
+    assert last.startswith(b"data: ")
+    assert json.loads(last[len(b"data: ") :])["error"]["code"] == "gateway-shutdown"
+    assert b"[DONE]" not in received  # cut: 10 s of answer > 1 s of drain
 
     store = Store.connect(env["LEASEGATE_DATABASE_URL"])
     try:
@@ -94,3 +119,13 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(tmp_pa
         await store.close()
     assert len(rows) == 1
     assert rows[0].stream is True
+    assert (rows[0].outcome, rows[0].qualifying, rows[0].scope) == ("gateway-shutdown", False, None)
+    if "redis_url" in stores_env:
+        redis = Redis.from_url(stores_env["redis_url"])
+        try:
+            slots = await redis.zcard(f"{stores_env['redis_prefix']}:slots:openai-main")
+            health = await redis.keys(f"{stores_env['redis_prefix']}:health:*")
+        finally:
+            await redis.aclose()
+        assert slots == 0  # the request slot was given back
+        assert health == []  # not a health failure

@@ -233,6 +233,10 @@ def test_openrouter(observation: Observation, expected: tuple[object, ...]) -> N
         (Observation("timeout", 200), _c("timeout", "model", True, "timeout")),
         (Observation("connect-error"), _c("connect-error", "account", True, "connect-error")),
         (Observation("client-abort", 200), _c("client-abort", None, False, "client-abort")),
+        (
+            Observation("gateway-shutdown", 200),
+            _c("gateway-shutdown", None, False, "gateway-shutdown"),
+        ),
         (Observation("response", 504), _c("upstream-error", "model", True, "http-504")),
         (Observation("response", 599), _c("upstream-error", "model", True, "http-599")),
         (Observation("response", 302), _c("upstream-error", "model", True, "http-302")),

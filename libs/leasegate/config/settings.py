@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     evidence_retention_days: int | None = Field(default=None, ge=1)
     """Evidence older than this many whole UTC days before today is removed by the control
     plane (whole partitions on Postgres); unset keeps it forever."""
+    evidence_memory_rows: int = Field(default=100_000, ge=1)
+    """Unwritten evidence rows held in memory; past this they go to the spill file."""
+    evidence_spill_path: Path | None = None
+    """Directory for the evidence spill file; unset: past the memory bound the oldest go."""
+    evidence_durable_timeout_s: PositiveSeconds = 2.0
+    """How long a qualifying failure's row may hold its response while it is written."""
     shutdown_drain_s: PositiveSeconds = 10.0
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
     console_secret: SecretStr | None = None

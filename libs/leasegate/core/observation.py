@@ -18,6 +18,7 @@ ObservationKind = Literal[
     "timeout",  # headers, first-token, idle or read timeout
     "connect-error",  # connect, DNS or TLS failure, or a reset before headers
     "client-abort",  # the caller went away
+    "gateway-shutdown",  # the gateway stopped past its drain time and cut the stream
     "refused",  # the gateway refused before or instead of calling the upstream
 ]
 

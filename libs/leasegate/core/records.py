@@ -22,6 +22,7 @@ Outcome = Literal[
     "timeout",
     "connect-error",
     "client-abort",
+    "gateway-shutdown",
     "refused",
 ]
 Scope = Literal["model", "account"]

@@ -117,10 +117,6 @@ def decision_record(row: MintDecisionRow) -> MintDecision:
     )
 
 
-def evidence_values(row: EvidenceRow) -> dict[str, Any]:
-    return {name: getattr(row, name) for name in _EVIDENCE_FIELDS}
-
-
 def evidence_record(row: EvidenceRecordRow) -> EvidenceRow:
     # outcome and scope are stored as the Literal strings they were written as
     return EvidenceRow(**{name: getattr(row, name) for name in _EVIDENCE_FIELDS})

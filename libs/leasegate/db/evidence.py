@@ -6,11 +6,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from leasegate.core.records import EvidenceRow
-from leasegate.db.convert import evidence_record, evidence_values
+from leasegate.db.convert import evidence_record
 from leasegate.db.engine import Database
+from leasegate.db.evidence_write import write_rows
 from leasegate.db.models import EvidenceRecordRow
 
 MAX_QUERY_LIMIT = 1000
@@ -23,18 +23,9 @@ class EvidenceRepository:
         self._db = db
 
     async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
-        """Insert rows; one already present is ignored, so a flush may be replayed.
-
-        The conflict names no target on purpose: the key is `(request_id, started_at)` on
-        Postgres's partitioned table and `request_id` on SQLite and on a Postgres database not
-        yet migrated to partitions; a row's only unique constraint is that key either way, so
-        one statement is right on all three (and across a rolling upgrade)."""
-        if not rows:
-            return
-        dialect = postgresql if self._db.dialect == "postgresql" else sqlite
-        statement = dialect.insert(EvidenceRecordRow).on_conflict_do_nothing()
-        async with self._db.session() as session:
-            await session.execute(statement, [evidence_values(row) for row in rows])
+        """Insert rows; one whose request_id exists is ignored, so a flush may be replayed.
+        Content the database refuses raises EvidenceRejected (evidence_write.py)."""
+        await write_rows(self._db, rows)
 
     async def query_evidence(
         self,

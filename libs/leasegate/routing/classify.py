@@ -17,6 +17,7 @@ never does (an `Observation` cannot even carry one).
 | connect, DNS or TLS failure                           | connect-error    | account | yes   |
 | any other 4xx                                         | upstream-error   | -       | no    |
 | client went away                                      | client-abort     | -       | no    |
+| stream cut by the gateway's shutdown after the drain  | gateway-shutdown | -       | no    |
 | refused `model-cooling` / `circuit-open`              | refused          | -       | yes   |
 | any other gateway refusal                             | refused          | -       | no    |
 
@@ -78,6 +79,9 @@ def classify(observation: Observation) -> Classification:
             return Classification("connect-error", "account", True, "connect-error")
         case "client-abort":
             return Classification("client-abort", None, False, "client-abort")
+        case "gateway-shutdown":
+            # the gateway's own doing: neither the account's health nor a hop's license
+            return Classification("gateway-shutdown", None, False, "gateway-shutdown")
         case "refused":
             code = observation.refusal_code or "refused"
             return Classification("refused", None, code in COOLDOWN_REFUSALS, code)

@@ -16,6 +16,8 @@ from leasegate.core.clock import Clock, SystemClock
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
+from leasegate.proxy.evidence_metrics import EvidenceMetrics
+from leasegate.proxy.evidence_spill import SpillFile
 from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
@@ -44,7 +46,18 @@ def build_proxy_runtime(
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
         slots=SlotKeeper(stores.slots, clock),
-        evidence=EvidenceSink(stores.store, flush_interval_s=settings.evidence_flush_interval_s),
+        evidence=EvidenceSink(
+            stores.store,
+            flush_interval_s=settings.evidence_flush_interval_s,
+            memory_rows=settings.evidence_memory_rows,
+            durable_timeout_s=settings.evidence_durable_timeout_s,
+            spill=(
+                SpillFile.open(settings.evidence_spill_path, settings.database_url)
+                if settings.evidence_spill_path is not None
+                else None
+            ),
+            metrics=EvidenceMetrics(metrics_registry),
+        ),
         metrics=ProxyMetrics(metrics_registry),
         spend=SpendGate(config.registry, stores.spend, keep_s=settings.key_max_ttl_s),
     )

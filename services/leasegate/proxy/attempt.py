@@ -29,6 +29,8 @@ class Attempt:
     """Set while this attempt holds a request slot on that account."""
     feeds_health: bool = True
     """False for an endpoint that is not a completion (see Endpoint.completion)."""
+    finished: bool = False
+    """Its row is queued or written: `ProxyRuntime.finish` has run."""
 
     def evidence(
         self,

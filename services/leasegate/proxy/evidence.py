@@ -1,9 +1,21 @@
 """Evidence rows leave the request path through a buffer written in batches in the background.
 
-The response never waits for the database. A failed write keeps the batch and retries with
-backoff, so a briefly unreachable database loses nothing; `stop()` flushes what is left within
-the drain time. Only if the buffer outgrows `max_buffered` (the database down for a long time
-under load) are the oldest rows dropped, counted and logged rather than exhausting memory.
+The response never waits for a success row. A qualifying failure's row is written at once
+(`add_durable`), so the hop that cites it finds it; if the database cannot take it within
+`durable_timeout_s` it joins the buffer like any other row.
+
+Two kinds of failed write are told apart (the store raises `EvidenceRejected` for the second):
+
+- the database is unreachable: the batch is kept and retried with backoff, rows pile up in
+  memory up to `memory_rows`, and beyond that in the spill file (evidence_spill.py), which is
+  replayed once the database answers again;
+- the database refused a row's content: the batch is split in halves until the offending rows
+  are alone; each is dead-lettered (one JSON log line with its request id, key id and the
+  driver's error class, never a value, and `leasegate_evidence_dead_letter_total`), every
+  other row is written.
+
+`stop()` flushes what is left within the drain time; rows that still cannot be written go to
+the spill file when there is one, so a restarted process writes them.
 """
 
 from __future__ import annotations
@@ -11,18 +23,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
+from collections.abc import Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from leasegate.core.ports.storage import EvidenceWriter
+from leasegate.core.ports.storage import EvidenceRejected, EvidenceWriter
 from leasegate.core.records import EvidenceRow
+from leasegate.proxy.evidence_metrics import EvidenceMetrics
+from leasegate.proxy.evidence_spill import SpillFile
 
 log = logging.getLogger("leasegate.evidence")
 
-# The store raises SQLAlchemy's errors for an unreachable or refusing database, and OSError
-# for a socket that went away underneath it.
-WRITE_ERRORS = (SQLAlchemyError, OSError)
+# An unreachable or refusing database: SQLAlchemy's or the driver's errors, OSError for a
+# socket that went away underneath it, TimeoutError for one that stopped answering.
+WRITE_ERRORS = (SQLAlchemyError, OSError, TimeoutError)
+
+MAX_BACKOFF_S = 5.0
+DEAD_LETTER_EVENT = "evidence row refused by the database: dead-lettered"
+BATCH_TIMEOUT_S = 10.0
+"""A batch write that has not finished by then counts as unreachable (a silent partition)."""
 
 
 class EvidenceSink:
@@ -32,30 +53,54 @@ class EvidenceSink:
         *,
         flush_interval_s: float,
         max_batch: int = 500,
-        max_buffered: int = 200_000,
+        memory_rows: int = 200_000,
+        durable_timeout_s: float = 2.0,
+        spill: SpillFile | None = None,
+        metrics: EvidenceMetrics | None = None,
     ) -> None:
         self._writer = writer
         self._interval = flush_interval_s
         self._max_batch = max_batch
-        self._max_buffered = max_buffered
+        self._memory_rows = memory_rows
+        self._durable_timeout_s = durable_timeout_s
+        self._spill = spill
+        self._metrics = metrics or EvidenceMetrics(None)
         self._rows: deque[EvidenceRow] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._reachable = True
         self.dropped = 0
+        self.dead_lettered = 0
 
     def add(self, row: EvidenceRow) -> None:
         """Queue a row; never blocks, never raises."""
-        self._rows.append(row)
-        if len(self._rows) > self._max_buffered:
-            self._rows.popleft()
-            self.dropped += 1
-            log.error("evidence buffer full: dropped the oldest row")
-        if len(self._rows) >= self._max_batch:
-            self._wake.set()
+        if len(self._rows) >= self._memory_rows or (self._spill and self._spill.pending):
+            # past the memory bound (or already spilling, to keep the order simple)
+            self._overflow(row)
+        else:
+            self._rows.append(row)
+            if len(self._rows) >= self._max_batch:
+                self._wake.set()
+        self._metrics.queued(len(self._rows))
+
+    async def add_durable(self, row: EvidenceRow) -> None:
+        """Write the row now (a qualifying failure: a hop will cite it); if the database does
+        not take it within `durable_timeout_s`, queue it instead. Never raises."""
+        if not self._reachable:
+            self.add(row)  # known to be down: do not make the caller wait for a timeout
+            return
+        try:
+            await self._write([row], timeout_s=self._durable_timeout_s)
+        except EvidenceRejected as rejected:
+            self._dead_letter(row, rejected.reason)
+        except Exception as exc:  # unreachable (or a bug): the buffer retries it
+            log.warning("evidence write failed; queued", extra={"error": type(exc).__name__})
+            self.add(row)
 
     @property
     def pending(self) -> int:
-        return len(self._rows)
+        """Rows not yet written: in memory and in the spill file."""
+        return len(self._rows) + (self._spill.pending if self._spill else 0)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -68,15 +113,26 @@ class EvidenceSink:
             self._task = None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(drain_s):
-                while self._rows:
+                while self.pending:
                     if not await self._flush_once():
                         await asyncio.sleep(0.2)
+        if self._rows and self._spill is not None:
+            # the spill file outlives the process: its successor replays these
+            while self._rows and self._spill.append(self._rows[0]):
+                self._rows.popleft()
         if self._rows:
             log.error("evidence rows not written at shutdown", extra={"rows": len(self._rows)})
+        elif self.pending:
+            log.warning(
+                "evidence rows left in the spill file for the next start",
+                extra={"rows": self.pending},
+            )
+        if self._spill is not None:
+            self._spill.close()
 
     async def flush(self) -> None:
         """Write everything buffered now (tests and shutdown)."""
-        while self._rows:
+        while self.pending:
             if not await self._flush_once():
                 raise ConnectionError("evidence could not be written")
 
@@ -87,21 +143,96 @@ class EvidenceSink:
                 async with asyncio.timeout(backoff):
                     await self._wake.wait()
             self._wake.clear()
+            if self._spill is not None:
+                await self._spill.sync_async()
             ok = True
-            while self._rows and ok:
+            while self.pending and ok:
                 ok = await self._flush_once()
-            backoff = self._interval if ok else min(max(backoff * 2, 0.1), 5.0)
+            backoff = self._interval if ok else min(max(backoff * 2, 0.1), MAX_BACKOFF_S)
 
     async def _flush_once(self) -> bool:
-        batch = [self._rows[i] for i in range(min(self._max_batch, len(self._rows)))]
+        """Write one batch (memory first, then the spill file); False if the database is
+        unreachable."""
+        spill = self._spill if not self._rows and self._spill and self._spill.pending else None
+        if spill is not None:
+            batch = spill.peek(self._max_batch)
+        else:
+            batch = [self._rows[i] for i in range(min(self._max_batch, len(self._rows)))]
         try:
-            await self._writer.write_evidence(batch)
+            await self._write_isolating(batch)
         except WRITE_ERRORS as exc:
             log.warning(
                 "evidence write failed; will retry",
                 extra={"rows": len(batch), "error": type(exc).__name__},
             )
             return False
-        for _ in batch:
-            self._rows.popleft()
+        except Exception:
+            # a bug, not the database: keep the rows and the writer, say so loudly
+            log.exception("evidence write failed unexpectedly; will retry")
+            return False
+        if spill is not None:
+            spill.consume()
+            self._metrics.spilled(spill.pending, spill.size_bytes)
+        else:
+            for _ in batch:
+                self._rows.popleft()
+        self._metrics.queued(len(self._rows))
         return True
+
+    async def _write_isolating(self, batch: Sequence[EvidenceRow]) -> None:
+        """Write `batch`; rows the database refuses are found by bisection and dead-lettered.
+
+        A connectivity error anywhere propagates: the caller keeps the whole batch (rows
+        already written are ignored when it is replayed)."""
+        if not batch:
+            return
+        try:
+            await self._write(batch)
+        except EvidenceRejected as rejected:
+            if len(batch) == 1:
+                self._dead_letter(batch[0], rejected.reason)
+                return
+            middle = len(batch) // 2
+            await self._write_isolating(batch[:middle])
+            await self._write_isolating(batch[middle:])
+
+    async def _write(self, rows: Sequence[EvidenceRow], timeout_s: float = BATCH_TIMEOUT_S) -> None:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._writer.write_evidence(rows)
+        except WRITE_ERRORS:
+            self._reachable = False
+            raise
+        self._reachable = True
+        self._metrics.flushed(time.perf_counter() - started)
+
+    def _overflow(self, row: EvidenceRow) -> None:
+        if self._spill is not None:
+            if self._spill.append(row):
+                self._metrics.spilled(self._spill.pending, self._spill.size_bytes)
+                return
+            self._metrics.spill_failed()
+        # no spill file, or the disk refused it: memory is the last resort, then the oldest go
+        self._rows.append(row)
+        limit = self._memory_rows * 2 if self._spill is not None else self._memory_rows
+        if len(self._rows) > limit:
+            lost = self._rows.popleft()
+            self.dropped += 1
+            self._metrics.dropped()
+            log.error(
+                "evidence buffer full: dropped the oldest row",
+                extra={"request_id": lost.request_id},
+            )
+
+    def _dead_letter(self, row: EvidenceRow, reason: str) -> None:
+        self.dead_lettered += 1
+        self._metrics.dead_lettered()
+        log.error(
+            DEAD_LETTER_EVENT,
+            extra={
+                "request_id": row.request_id,
+                "key_id": row.key_id,
+                "reason": reason,
+            },
+        )

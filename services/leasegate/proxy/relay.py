@@ -14,6 +14,7 @@ returning a truncated answer as if it were whole; nothing is retried inside the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import anyio
 from starlette.responses import JSONResponse, Response
@@ -25,6 +26,7 @@ from leasegate.core.records import KeyRecord
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamResponse
 from leasegate.upstream.deadlines import BodyReader, Deadlines
 from leasegate.upstream.errors import BodyFailed, UpstreamError, UpstreamStalled
@@ -34,6 +36,9 @@ from leasegate.upstream.failures import (
     stream_observation,
 )
 from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
+
+SHUTDOWN_MESSAGE = "the gateway is shutting down and ended this stream after its drain time"
+END_EVENT_TIMEOUT_S = 1.0
 
 _PASSED_HEADERS = (
     "content-type",
@@ -110,27 +115,33 @@ class BufferedRelay(_Relay):
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
         observation = Observation("client-abort")
         try:
+            error: GatewayError | None = None
             try:
                 body = await self._read()
             except UpstreamError as exc:
                 observation = stream_failure(exc, upstream.status)
-                raise
-            observation = response_observation(upstream.status, upstream.headers, body)
-            if upstream.is_success:
-                attempt.usage = usage_from_body(self._endpoint.dialect, body)
+                error = (
+                    GatewayError("upstream-timeout", "the upstream stopped answering")
+                    if isinstance(exc, UpstreamStalled)
+                    else GatewayError("upstream-unreachable", "the upstream connection failed")
+                )
+            else:
+                observation = response_observation(upstream.status, upstream.headers, body)
+                if upstream.is_success:
+                    attempt.usage = usage_from_body(self._endpoint.dialect, body)
+            if qualifies(observation):
+                # the row is durable before the caller can cite it in a hop
+                await _close_and_finish(runtime, attempt, upstream, observation)
             await runtime.release_slot(attempt)
+            if error is not None:
+                await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
+                return
             headers = _response_headers(attempt, upstream)
             headers.append((b"content-length", str(len(body)).encode()))
             await send(
                 {"type": "http.response.start", "status": upstream.status, "headers": headers}
             )
             await send({"type": "http.response.body", "body": body})
-        except UpstreamStalled:
-            error = GatewayError("upstream-timeout", "the upstream stopped answering")
-            await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
-        except BodyFailed:
-            error = GatewayError("upstream-unreachable", "the upstream connection failed")
-            await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
         finally:
             await _close_and_finish(runtime, attempt, upstream, observation)
 
@@ -156,14 +167,18 @@ class StreamRelay(_Relay):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if task is None or not watcher.done() or task.cancelling() > 1:
-                raise  # not the watcher's doing: shutdown, so let it through
+                # not the watcher's doing: the server cancels what is left after the drain
+                observation = Observation("gateway-shutdown", status=upstream.status)
+                await self._end_with_error(send, "gateway-shutdown", SHUTDOWN_MESSAGE)
+                raise
             task.uncancel()
         except OSError:
             pass  # the client's socket went away mid-send: a client abort
         finally:
             watcher.cancel()
-            attempt.usage = scanner.usage
-            attempt.malformed_chunks = scanner.malformed
+            if not attempt.finished:
+                attempt.usage = scanner.usage
+                attempt.malformed_chunks = scanner.malformed
             await _close_and_finish(runtime, attempt, upstream, observation)
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
@@ -174,7 +189,11 @@ class StreamRelay(_Relay):
             while (
                 chunk := await reader.next(awaiting_first_token=not scanner.answering)
             ) is not None:
+                had_error = scanner.error is not None
                 scanner.feed(chunk)
+                if scanner.error is not None and not had_error:
+                    # an in-stream error: its row is durable before the caller reads it
+                    await self._finish_first(scanner, stream_observation(scanner, status))
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except UpstreamStalled as stalled:
             scanner.close()
@@ -182,25 +201,52 @@ class StreamRelay(_Relay):
                 return stream_observation(scanner, status)  # the answer (or its error) is out
             waited = "a first token" if stalled.phase == "first-token" else "the next chunk"
             message = f"the upstream sent no data for {stalled.seconds:g} s waiting for {waited}"
+            timeout = Observation("timeout", status=status)
+            await self._finish_first(scanner, timeout)
             await self._append_error(send, "upstream-timeout", message)
-            return Observation("timeout", status=status)
+            return timeout
         except BodyFailed as exc:
             scanner.close()
             if scanner.completed or scanner.error is not None:
                 return stream_observation(scanner, status)
+            cut = stream_failure(exc, status)
+            await self._finish_first(scanner, cut)
             await self._append_error(send, "upstream-truncated", "the upstream stream was cut")
-            return stream_failure(exc, status)
+            return cut
         finally:
             reader.close()
         scanner.close()
         observation = stream_observation(scanner, status)
         if observation.kind == "truncated":
+            await self._finish_first(scanner, observation)
             await self._append_error(send, "upstream-truncated", "the upstream stream ended early")
         return observation
+
+    async def _finish_first(self, scanner: StreamScanner, observation: Observation) -> None:
+        """End the attempt now if this failure qualifies for a hop: its row is then durable
+        before the caller sees the failure. Shielded: a disconnect must not lose the row."""
+        if not qualifies(observation):
+            return
+        self._attempt.usage = scanner.usage
+        self._attempt.malformed_chunks = scanner.malformed
+        with anyio.CancelScope(shield=True):
+            await self._runtime.finish(self._attempt, observation)
+
+    async def _end_with_error(self, send: Send, code: str, message: str) -> None:
+        """Append an error event and end the body, best effort and briefly: the caller's
+        SDK raises instead of taking a cut stream for a whole answer."""
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(END_EVENT_TIMEOUT_S):
+                await self._append_error(send, code, message)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _append_error(self, send: Send, code: str, message: str) -> None:
         event = error_event(self._endpoint.dialect, code, message)
         await send({"type": "http.response.body", "body": event, "more_body": True})
+
+
+def qualifies(observation: Observation) -> bool:
+    return classify(observation).qualifying
 
 
 async def _close_and_finish(

@@ -45,13 +45,21 @@ class ProxyRuntime:
             await self.slots.release(account_id, attempt.request_id)
 
     async def finish(self, attempt: Attempt, observation: Observation) -> None:
-        """The one way a request ends: slot back, health fed, one evidence row queued."""
+        """The one way a request ends: slot back, health fed, one evidence row queued (a
+        qualifying failure's row written before this returns). Only the first call counts."""
+        if attempt.finished:
+            await self.release_slot(attempt)
+            return
+        attempt.finished = True
         await self.release_slot(attempt)
         classification = classify(observation)
         ended = self.clock.monotonic()
         cost = self.spend.cost(attempt.key, attempt.usage)
         row = attempt.evidence(observation, classification, ended, cost)
-        self.evidence.add(row)
+        if classification.qualifying:
+            await self.evidence.add_durable(row)  # a hop may cite it as soon as the caller knows
+        else:
+            self.evidence.add(row)
         self.metrics.observe(row)
         key = attempt.key
         try:

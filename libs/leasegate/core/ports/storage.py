@@ -48,6 +48,17 @@ class IdempotencyKeyTaken(StorageRefusal):
     pass
 
 
+class EvidenceRejected(Exception):
+    """The database refused the rows' content (an unencodable or oversized value, a violated
+    constraint): writing the same rows again cannot succeed. Anything else a write raises is
+    taken as the database being unreachable, and the same rows are retried."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        """A short machine string (the driver's error class): never a row's values."""
+
+
 class KeyReader(Protocol):
     async def get_key(self, key_id: str) -> KeyRecord | None:
         """The key's record, revoked or not; None when no such key was ever minted."""
@@ -55,7 +66,9 @@ class KeyReader(Protocol):
 
 class EvidenceWriter(Protocol):
     async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
-        """Insert rows; a row whose request_id already exists is ignored (replays are safe)."""
+        """Insert rows in one transaction; a row whose request_id already exists is ignored
+        (replays are safe). Raises EvidenceRejected when the content, not the connection, is
+        at fault."""
 
 
 class EvidenceReader(Protocol):

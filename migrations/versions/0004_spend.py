@@ -1,7 +1,7 @@
 """Spend: a cost on each evidence row, a chain and a budget on each decision and key.
 
 Revision ID: spend
-Revises: evidence_partitions
+Revises: mint_function
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "spend"
-down_revision: str | None = "evidence_partitions"
+down_revision: str | None = "mint_function"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -11,7 +11,7 @@ The control plane creates the coming days' partitions from then on (leasegate.db
 partition names are `evidence_pYYYYMMDD`, bounds `[day 00:00 UTC, next day 00:00 UTC)`.
 
 Revision ID: evidence_partitions
-Revises: mint_function
+Revises: spend
 Create Date: 2026-12-01
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "evidence_partitions"
-down_revision: str | None = "mint_function"
+down_revision: str | None = "spend"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,256 @@
+"""The evidence writer on real databases: a row the database refuses is isolated and
+dead-lettered while every other row is written; an unreachable database loses nothing; past
+the memory bound rows go to the spill file and are replayed exactly once, also by a successor
+process that adopts the file."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from leasegate.core.records import EvidenceRow
+from leasegate.db import Store
+from leasegate.proxy.evidence import DEAD_LETTER_EVENT, EvidenceSink
+from leasegate.proxy.evidence_metrics import EvidenceMetrics
+from leasegate.proxy.evidence_spill import SpillFile
+from leasegate.web.logs import JsonFormatter
+from tests.fixtures.servers import free_port
+from tests.fixtures.storage import T0
+
+BASE = EvidenceRow(
+    request_id="req-0",
+    key_id="k0123456789abcdef01234567",
+    mint_decision_id="md_1",
+    account_id="openai-main",
+    requested_model="gpt-4o",
+    served_model="gpt-4o-2024-08-06",
+    endpoint="/v1/chat/completions",
+    stream=False,
+    upstream_status=200,
+    outcome="success",
+    refusal_reason=None,
+    error_code=None,
+    scope=None,
+    qualifying=False,
+    input_tokens=10,
+    output_tokens=5,
+    cache_read_input_tokens=None,
+    cache_creation_input_tokens=None,
+    started_at=T0,
+    first_byte_ms=1.5,
+    duration_ms=3.25,
+)
+
+
+def rows(count: int, prefix: str = "req") -> list[EvidenceRow]:
+    return [
+        replace(BASE, request_id=f"{prefix}-{i}", started_at=T0 + timedelta(milliseconds=i))
+        for i in range(count)
+    ]
+
+
+async def written_ids(store: Store) -> list[str]:
+    return [row.request_id for row in await store.query_evidence(limit=1000)]
+
+
+def spill_files(root: Path) -> list[Path]:
+    return list(root.rglob("*.jsonl"))
+
+
+def _unwritable(store: Store) -> list[EvidenceRow]:
+    """Rows no database can take, whatever the boundary validation let through."""
+    bad = [
+        replace(BASE, request_id="bad-surrogate", requested_model="gpt-x\ud800"),
+        replace(BASE, request_id="bad-long-id", account_id="a" * 65),
+    ]
+    if store.db.dialect == "postgresql":  # SQLite stores a NUL happily
+        bad.append(replace(BASE, request_id="bad-nul", requested_model="gpt-x\x00 secret"))
+    return bad
+
+
+async def test_a_refused_row_is_dead_lettered_and_every_other_row_is_written(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = rows(300)
+    bad = _unwritable(store)
+    if store.db.dialect == "sqlite":
+        bad = bad[:1]  # SQLite does not enforce VARCHAR lengths either
+    mixed = good[:100] + bad[:1] + good[100:250] + bad[1:] + good[250:]
+    sink = EvidenceSink(store, flush_interval_s=0.01, max_batch=500)
+    for row in mixed:
+        sink.add(row)
+
+    with caplog.at_level(logging.ERROR, logger="leasegate.evidence"):
+        await sink.flush()
+
+    assert sorted(await written_ids(store)) == sorted(r.request_id for r in good)
+    assert sink.dead_lettered == len(bad)
+    assert sink.pending == 0
+    letters = [r for r in caplog.records if r.getMessage() == DEAD_LETTER_EVENT]
+    assert sorted(r.request_id for r in letters) == sorted(r.request_id for r in bad)  # type: ignore[attr-defined]
+    for letter in letters:
+        assert letter.key_id == BASE.key_id  # type: ignore[attr-defined]
+        assert letter.reason  # type: ignore[attr-defined]
+        line = JsonFormatter().format(letter)
+        assert "secret" not in line
+        assert json.loads(line)["event"] == DEAD_LETTER_EVENT
+
+    # the writer keeps working for later rows
+    sink.add(replace(BASE, request_id="later"))
+    await sink.flush()
+    assert "later" in await written_ids(store)
+
+
+async def test_a_refused_qualifying_row_is_dead_lettered_without_failing_the_caller(
+    store: Store,
+) -> None:
+    sink = EvidenceSink(store, flush_interval_s=0.01)
+    for row in _unwritable(store)[:1]:
+        await sink.add_durable(replace(row, qualifying=True))
+    await sink.add_durable(replace(BASE, request_id="fine", qualifying=True))
+
+    assert await written_ids(store) == ["fine"]  # written at once, no flush needed
+    assert sink.dead_lettered == 1
+    assert sink.pending == 0
+
+
+@pytest.mark.postgres
+async def test_an_unreachable_database_loses_nothing_and_dead_letters_nothing(
+    tmp_path: Path,
+) -> None:
+    down = Store.connect(f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/nowhere")
+    sink = EvidenceSink(down, flush_interval_s=0.01, durable_timeout_s=0.5)
+    try:
+        for row in rows(20):
+            sink.add(row)
+        await sink.add_durable(replace(BASE, request_id="qualifying", qualifying=True))
+        with pytest.raises(ConnectionError):
+            await sink.flush()
+        assert sink.pending == 21
+        assert sink.dead_lettered == 0
+    finally:
+        await down.close()
+
+
+@pytest.mark.postgres
+async def test_a_silent_database_holds_a_qualifying_response_no_longer_than_the_deadline() -> None:
+    """A database that accepts connections and never answers (a partition): the qualifying
+    row is queued after `durable_timeout_s`, and the next one is queued without waiting."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        await reader.read()  # until the client gives up
+
+    silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    down = Store.connect(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/nowhere")
+    sink = EvidenceSink(down, flush_interval_s=0.01, durable_timeout_s=0.3)
+    try:
+        async with asyncio.timeout(2.5):  # below the 3 s connect deadline: ours decides
+            await sink.add_durable(replace(BASE, request_id="q-1", qualifying=True))
+            await sink.add_durable(replace(BASE, request_id="q-2", qualifying=True))
+        assert sink.pending == 2
+    finally:
+        await down.close()
+        silent.close()
+        for writer in accepted:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        await silent.wait_closed()
+
+
+async def test_past_the_memory_bound_rows_spill_and_are_replayed_once(
+    store: Store, tmp_path: Path
+) -> None:
+    url = str(store.db.engine.url.render_as_string(hide_password=False))
+    spill = SpillFile.open(tmp_path, url)
+    sink = EvidenceSink(store, flush_interval_s=0.01, memory_rows=10, spill=spill, max_batch=7)
+    all_rows = rows(100)
+    for row in all_rows:
+        sink.add(row)
+    assert sink.pending == 100
+    assert spill.pending == 90  # 10 in memory, the rest on disk
+
+    # a replay of rows already written (a crash after the write, before the offset moved)
+    await store.write_evidence(all_rows[40:60])
+    await sink.flush()
+
+    assert sorted(await written_ids(store)) == sorted(r.request_id for r in all_rows)
+    assert sink.pending == 0
+    assert spill.size_bytes == 0
+    await sink.stop(drain_s=1)
+
+
+async def test_a_full_disk_keeps_rows_in_memory_and_says_so(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The spill file's descriptor is pointed at /dev/full, which answers every write with
+    ENOSPC: rows past the memory bound stay in memory (up to twice the bound), each refusal is
+    logged and counted, and none is lost while memory allows."""
+    url = str(store.db.engine.url.render_as_string(hide_password=False))
+    registry = CollectorRegistry()
+    spill = SpillFile.open(tmp_path, url)
+    sink = EvidenceSink(
+        store,
+        flush_interval_s=0.01,
+        memory_rows=10,
+        spill=spill,
+        metrics=EvidenceMetrics(registry),
+    )
+    full = os.open("/dev/full", os.O_WRONLY)
+    try:
+        os.dup2(full, spill.own_fd)
+        with caplog.at_level(logging.ERROR, logger="leasegate.evidence"):
+            for row in rows(15):
+                sink.add(row)
+    finally:
+        os.close(full)
+    assert registry.get_sample_value("leasegate_evidence_spill_failures_total") == 5
+    assert sum(r.getMessage() == "evidence spill write failed" for r in caplog.records) == 5
+    assert sink.dropped == 0
+    assert sink.pending == 15
+    await sink.flush()  # the database is fine: every row kept in memory lands
+    assert len(await written_ids(store)) == 15
+    await sink.stop(drain_s=1)
+
+
+async def test_a_successor_process_replays_its_predecessors_spill(
+    store: Store, tmp_path: Path
+) -> None:
+    url = str(store.db.engine.url.render_as_string(hide_password=False))
+    down = Store.connect(f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/nowhere")
+    first = EvidenceSink(
+        down, flush_interval_s=0.01, memory_rows=5, spill=SpillFile.open(tmp_path, url)
+    )
+    try:
+        first.start()
+        for row in rows(50):
+            first.add(row)
+        await first.stop(drain_s=0.3)  # the database is down: memory rows go to the file too
+    finally:
+        await down.close()
+    assert await written_ids(store) == []
+
+    # another database's spill directory is never touched
+    other = SpillFile.open(tmp_path, url + "-other")
+    assert other.pending == 0
+    other.close()
+
+    successor = EvidenceSink(store, flush_interval_s=0.01, spill=SpillFile.open(tmp_path, url))
+    assert successor.pending == 50
+    await successor.flush()
+    await successor.stop(drain_s=1)
+
+    assert sorted(await written_ids(store)) == sorted(r.request_id for r in rows(50))
+    assert await asyncio.to_thread(spill_files, tmp_path) == []
