@@ -79,14 +79,28 @@ async def test_bad_mint_bodies(gateway: Gateway, body: bytes) -> None:
 
 async def test_oversized_body_is_413(gateway: Gateway) -> None:
     huge = b'{"tenant": "' + b"x" * (9 * 1024 * 1024) + b'"}'
-    for path in ("/control/v2/keys", "/v1/chat/completions"):
+    minted = await gateway.minted(dispatch_id="huge-body")
+    for path, auth in (
+        ("/control/v2/keys", gateway.control),
+        ("/v1/chat/completions", {"Authorization": f"Bearer {minted['key']}"}),
+    ):
         response = await gateway.client.post(
             f"{gateway.url}{path}",
             content=huge,
-            headers={**gateway.control, "Content-Type": "application/json"},
+            headers={**auth, "Content-Type": "application/json"},
         )
         assert response.status_code == 413
         _assert_envelope(response.status_code, response.json(), "invalid-request")
+    # the proxy's refusal is recorded like any other: one row
+    (row,) = await gateway.evidence_for(minted["mint_decision_id"])
+    assert (row["outcome"], row["refusal_reason"]) == ("refused", "invalid-request")
+    # without a valid key the key is refused first, still with an envelope
+    response = await gateway.client.post(
+        f"{gateway.url}/v1/chat/completions",
+        content=huge,
+        headers={**gateway.control, "Content-Type": "application/json"},
+    )
+    _assert_envelope(response.status_code, response.json(), "key-invalid")
 
 
 async def test_bad_evidence_queries(gateway: Gateway) -> None:

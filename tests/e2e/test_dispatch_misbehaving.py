@@ -123,7 +123,7 @@ HOPS = [
     ),
     pytest.param(
         Hop(Reply(reset=True), "gpt-4o", False, "status 502 upstream-unreachable",
-            "connect-error", "account"),
+            "upstream-error", "model", "connection-dropped"),
         id="reset-before-headers",
     ),
     pytest.param(

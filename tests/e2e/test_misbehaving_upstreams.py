@@ -81,10 +81,8 @@ async def test_no_headers_is_a_504_after_the_headers_timeout(gw: Gateway) -> Non
     assert gw.upstreams[0].count == 1
 
 
-@pytest.mark.parametrize("model", ["gpt-4o", "gpt-dead"], ids=["reset", "refused"])
-async def test_reset_or_refused_before_headers_opens_the_circuit(gw: Gateway, model: str) -> None:
-    script(gw, Reply(reset=True))
-    minted, response, raw = await call(gw, model)
+async def test_refused_connection_opens_the_circuit(gw: Gateway) -> None:
+    minted, response, raw = await call(gw, "gpt-dead")
     assert response.status_code == 502
     assert json.loads(raw)["error"]["code"] == "upstream-unreachable"
     row = await only_row(gw, minted)
@@ -92,7 +90,22 @@ async def test_reset_or_refused_before_headers_opens_the_circuit(gw: Gateway, mo
     account = await account_health(gw, minted["account_id"])
     assert account["health"] == "circuit-open"
     assert account["circuit"]["open"] is True
-    assert gw.upstreams[0].count == (1 if model == "gpt-4o" else 0)
+    assert gw.upstreams[0].count == 0
+
+
+async def test_reset_after_the_request_went_out_cools_the_model_only(gw: Gateway) -> None:
+    """The caller's own request may have provoked the reset: never account-level."""
+    script(gw, Reply(reset=True))
+    minted, response, raw = await call(gw)
+    assert response.status_code == 502
+    assert json.loads(raw)["error"]["code"] == "upstream-unreachable"
+    row = await only_row(gw, minted)
+    assert_row(row, "upstream-error", "model", True)
+    assert row["error_code"] == "connection-dropped"
+    await assert_model_cooling(gw, "openai-main", GPT)
+    account = await account_health(gw, minted["account_id"])
+    assert account["circuit"]["open"] is False
+    assert gw.upstreams[0].count == 1
 
 
 async def test_slow_first_token_appends_an_error_event(gw: Gateway) -> None:

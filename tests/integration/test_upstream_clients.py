@@ -27,17 +27,17 @@ from leasegate.upstream.failures import send_failure, stream_failure, stream_obs
 from leasegate.upstream.sse import StreamScanner
 
 SECRET = "sk-live-THE-REAL-CREDENTIAL"
-CALLER = [  # as the ASGI server hands them over: lower-case names, raw bytes
-    (b"authorization", b"Bearer lg_key_callers-virtual-key"),
-    (b"x-api-key", b"lg_key_callers-virtual-key"),
-    (b"cookie", b"session=abc"),
-    (b"host", b"proxy.internal"),
-    (b"content-length", b"999"),
-    (b"openai-organization", b"org-other"),
-    (b"user-agent", b"OpenAI/Python 1.99"),
-    (b"content-type", b"application/json"),
-    (b"openai-beta", b"assistants=v2"),
-]
+CALLER = {
+    "authorization": "Bearer lg_key_callers-virtual-key",
+    "x-api-key": "lg_key_callers-virtual-key",
+    "cookie": "session=abc",
+    "host": "proxy.internal",
+    "content-length": "999",
+    "openai-organization": "org-other",
+    "user-agent": "OpenAI/Python 1.99",
+    "content-type": "application/json",
+    "openai-beta": "assistants=v2",
+}
 CHAT = b'{"model": "gpt-4o", "messages": []}'
 STREAM = b'{"model": "gpt-4o", "stream": true}'
 
@@ -135,7 +135,7 @@ async def test_anthropic_gets_x_api_key_and_a_default_version(upstream: MockUpst
     try:
         await call(clients, acct, "/v1/messages", CHAT)
         pinned = clients.build_request(
-            acct, "/v1/messages", CHAT, [(b"anthropic-version", b"2024-01-01")]
+            acct, "/v1/messages", CHAT, [("Anthropic-Version", "2024-01-01")]
         )
         (await clients.send(pinned)).close()
     finally:
@@ -291,7 +291,9 @@ async def test_a_stream_may_pause_longer_than_the_headers_timeout(upstream: Mock
     assert body == b"data: {}\n\n" * 2
 
 
-async def test_nothing_listening_and_a_reset_are_connect_errors(upstream: MockUpstream) -> None:
+async def test_nothing_listening_is_a_connect_error_a_reset_after_sending_is_dropped(
+    upstream: MockUpstream,
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
@@ -300,10 +302,10 @@ async def test_nothing_listening_and_a_reset_are_connect_errors(upstream: MockUp
     reset = account("reset", upstream.url)
     clients = clients_for(refused, reset)
     try:
-        for acct in (refused, reset):
+        for acct, kind in ((refused, "connect-error"), (reset, "dropped")):
             with pytest.raises(UpstreamError) as failed:
                 await call(clients, acct, "/v1/chat/completions", CHAT)
-            assert send_failure(failed.value, acct.id).observation.kind == "connect-error"
+            assert send_failure(failed.value, acct.id).observation.kind == kind
     finally:
         await clients.aclose()
 

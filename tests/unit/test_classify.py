@@ -232,6 +232,7 @@ def test_openrouter(observation: Observation, expected: tuple[object, ...]) -> N
         (Observation("timeout"), _c("timeout", "model", True, "timeout")),
         (Observation("timeout", 200), _c("timeout", "model", True, "timeout")),
         (Observation("connect-error"), _c("connect-error", "account", True, "connect-error")),
+        (Observation("dropped"), _c("upstream-error", "model", True, "connection-dropped")),
         (Observation("client-abort", 200), _c("client-abort", None, False, "client-abort")),
         (
             Observation("gateway-shutdown", 200),

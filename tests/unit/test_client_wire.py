@@ -23,7 +23,7 @@ def test_the_envelope_becomes_a_typed_refusal() -> None:
         "error": {
             "type": "service_unavailable",
             "code": "no-eligible-account",
-            "message": "no account can serve 'gpt-4o' now",
+            "message": "no account can serve the requested model now",
             "disposition": "held",
             "retry_after_s": 12.5,
             "passed_over": [{"account_id": "a", "code": "model-cooling"}],

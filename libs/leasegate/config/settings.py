@@ -56,6 +56,13 @@ class Settings(BaseSettings):
     request_slot_lease_s: PositiveSeconds = 30.0
     """A request slot whose holder stops renewing is reclaimed after this long."""
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    header_read_timeout_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    """A request's headers must be complete this long after its first byte (or after the
+    connection opened); then 408 and the connection is closed."""
+    body_idle_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
+    """A request body that stops arriving for this long is answered 408."""
+    max_forwarded_header_bytes: int = Field(default=8192, ge=256)
+    """Cap on the caller headers the proxy forwards upstream, in total; over it: 431."""
     key_cache_ttl_s: PositiveSeconds = 60.0
     """How long a proxy trusts a cached key record; revocations arrive sooner by fan-out."""
     evidence_flush_interval_s: PositiveSeconds = 0.05

@@ -38,6 +38,7 @@ _BUDGET = "budget_exhausted"
 CODES: dict[str, CodeInfo] = {
     # request shape and auth, both services
     "invalid-request": CodeInfo(400, _INVALID, "rejected"),
+    "request-timeout": CodeInfo(408, _INVALID, "rejected"),
     "unauthenticated": CodeInfo(401, _AUTH, "rejected"),
     "forbidden": CodeInfo(403, _PERM, "rejected"),
     "not-found": CodeInfo(404, _NOT_FOUND, "rejected"),
@@ -78,6 +79,7 @@ CODES: dict[str, CodeInfo] = {
     "account-disabled": CodeInfo(403, _PERM, "rejected"),
     "model-not-permitted": CodeInfo(403, _PERM, "rejected"),
     "endpoint-not-served": CodeInfo(404, _NOT_FOUND, "rejected"),
+    "request-header-too-large": CodeInfo(431, _INVALID, "rejected"),
     "account-request-capacity-exhausted": CodeInfo(429, _RATE, "held"),
     # spend ceilings: never a health failure, never qualifying for a hop
     "dispatch-budget-exhausted": CodeInfo(402, _BUDGET, "rejected"),

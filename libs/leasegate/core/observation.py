@@ -16,7 +16,8 @@ ObservationKind = Literal[
     "stream-error",  # an error event inside a 2xx stream (OpenAI `error` object, `event: error`)
     "truncated",  # a 2xx stream closed with no finish reason / message_stop
     "timeout",  # headers, first-token, idle or read timeout
-    "connect-error",  # connect, DNS or TLS failure, or a reset before headers
+    "connect-error",  # connect, DNS or TLS failure, or a reset before the request went out
+    "dropped",  # the connection was lost after the request went out, before a status line
     "client-abort",  # the caller went away
     "gateway-shutdown",  # the gateway stopped past its drain time and cut the stream
     "refused",  # the gateway refused before or instead of calling the upstream

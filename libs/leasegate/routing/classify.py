@@ -15,6 +15,8 @@ never does (an `Observation` cannot even carry one).
 | 408, 429, every 5xx (Anthropic 529), any non-2xx/4xx  | upstream-error   | model   | yes   |
 | headers / first-token / idle / read timeout           | timeout          | model   | yes   |
 | connect, DNS or TLS failure                           | connect-error    | account | yes   |
+| connection dropped after the request went out, before | upstream-error   | model   | yes   |
+|   a status line (the request may be the cause)        |                  |         |       |
 | any other 4xx                                         | upstream-error   | -       | no    |
 | client went away                                      | client-abort     | -       | no    |
 | stream cut by the gateway's shutdown after the drain  | gateway-shutdown | -       | no    |
@@ -77,6 +79,9 @@ def classify(observation: Observation) -> Classification:
             return Classification("timeout", "model", True, "timeout")
         case "connect-error":
             return Classification("connect-error", "account", True, "connect-error")
+        case "dropped":
+            # A caller can provoke this with its own request: never account-level.
+            return Classification("upstream-error", "model", True, "connection-dropped")
         case "client-abort":
             return Classification("client-abort", None, False, "client-abort")
         case "gateway-shutdown":

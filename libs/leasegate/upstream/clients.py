@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,8 +31,10 @@ from pydantic import SecretStr
 from yarl import URL
 
 from leasegate.accounts import Account, Registry
+from leasegate.upstream.caller_headers import HeaderPairs, forwarded_headers
 from leasegate.upstream.deadlines import Deadlines, DeadlineSettings, deadlines_for
 from leasegate.upstream.errors import (
+    DroppedAfterSend,
     HeadersTimeout,
     PoolExhausted,
     RequestNotSent,
@@ -43,24 +44,6 @@ from leasegate.upstream.errors import (
 
 ANTHROPIC_VERSION = "2023-06-01"
 
-FORWARDED_HEADERS = frozenset(
-    {
-        b"content-type",
-        b"accept",
-        b"user-agent",
-        b"anthropic-version",
-        b"anthropic-beta",
-        b"openai-beta",
-        # OpenRouter's app attribution
-        b"http-referer",
-        b"x-title",
-    }
-)
-"""Caller headers passed upstream. Everything else is dropped: the caller's own key
-(authorization, x-api-key), cookies, host, content-length, hop-by-hop headers, and headers that
-would pick a billing identity other than the account's (openai-organization, openai-project)."""
-
-_HEADER_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]+")
 _CONNECT_S = 10.0
 # The headers deadline of the request being sent in this task, for the connector to restart
 # when a connection is in hand (see _Connector).
@@ -159,10 +142,10 @@ class UpstreamClients:
         account: Account,
         path: str,
         body: bytes,
-        caller_headers: Iterable[tuple[bytes, bytes]],
+        caller_headers: HeaderPairs,
     ) -> UpstreamRequest:
-        """POST `account.base_url + path` with the caller's safe headers (ASGI pairs: lower-
-        case names) and the account's defaults; the credential is added by `send`."""
+        """POST `account.base_url + path` with the caller's allow-listed headers (see
+        caller_headers.py) and the account's defaults; the credential is added by `send`."""
         if account.id not in self._fixed:
             raise UnknownAccountError(f"no configured account {account.id!r}")
         url = self._urls.get((account.id, path))
@@ -170,8 +153,7 @@ class UpstreamClients:
             url = self._urls[(account.id, path)] = URL(account.base_url + path)
         headers = [
             (name.decode("ascii"), value.decode("latin-1"))
-            for name, value in caller_headers
-            if name in FORWARDED_HEADERS and _HEADER_VALUE.fullmatch(value)
+            for name, value in forwarded_headers(caller_headers)
         ]
         names = {name for name, _ in headers}
         if account.speaks_anthropic and "anthropic-version" not in names:
@@ -206,7 +188,9 @@ class UpstreamClients:
         except BaseException as exc:
             pool.slots.release()
             expired = hook.deadline is not None and hook.deadline.expired()
-            mapped = send_error(exc, request.account_id, headers_s, headers_expired=expired)
+            mapped = send_error(
+                exc, request.account_id, headers_s, headers_expired=expired, sending=hook.sending
+            )
             if mapped is None:
                 raise  # cancellation and bugs pass through unchanged
             raise mapped from None
@@ -262,11 +246,13 @@ class _Pool:
 
 
 class _HeadersDeadline:
-    __slots__ = ("deadline", "headers_s")
+    __slots__ = ("deadline", "headers_s", "sending")
 
     def __init__(self, headers_s: float) -> None:
         self.headers_s = headers_s
         self.deadline: asyncio.Timeout | None = None
+        self.sending = False
+        """A connection was in hand: the request started going out."""
 
 
 class _Connector(aiohttp.TCPConnector):
@@ -281,12 +267,18 @@ class _Connector(aiohttp.TCPConnector):
         connection = await super().connect(req, traces, timeout)
         hook = _IN_HAND.get()
         if hook is not None and hook.deadline is not None:
+            hook.sending = True
             hook.deadline.reschedule(asyncio.get_running_loop().time() + hook.headers_s)
         return connection
 
 
 def send_error(
-    exc: BaseException, account_id: str, headers_s: float, *, headers_expired: bool
+    exc: BaseException,
+    account_id: str,
+    headers_s: float,
+    *,
+    headers_expired: bool,
+    sending: bool = False,
 ) -> UpstreamError | None:
     """The adapter's own exception for what the client library raised before the status
     line; None for what is not an upstream failure (cancellation, a bug)."""
@@ -294,6 +286,10 @@ def send_error(
         return HeadersTimeout(f"no response headers within {headers_s:g} s")
     if isinstance(exc, aiohttp.InvalidURL | ValueError):
         return RequestNotSent(f"the request to account {account_id} could not be sent")
+    if sending and isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError):
+        # We had a connection and were sending: what the peer did with our request says
+        # nothing sure about reaching the account (the request itself may be the cause).
+        return DroppedAfterSend(f"account {account_id} dropped the connection")
     if isinstance(exc, aiohttp.ClientError | OSError):
         # refused, DNS, TLS, connect timeout, reset, closed before a status line
         return Unreachable(f"account {account_id} could not be reached ({type(exc).__name__})")

@@ -7,6 +7,8 @@ client library's exceptions (and the library can change without touching the pro
     ├── RequestNotSent     our request could not be put on the wire (a bad URL or header)
     ├── Unreachable        connect refused or timed out, DNS, TLS, a reset or a close before
     │                      the status line
+    ├── DroppedAfterSend   the connection was closed or reset once the request had started
+    │                      going out, before a status line (the request may be the cause)
     ├── HeadersTimeout     no status line within the account's headers deadline
     ├── BodyFailed         the connection failed while the body was being read
     └── UpstreamStalled    no body bytes within the first-token or idle deadline
@@ -34,6 +36,10 @@ class RequestNotSent(UpstreamError):
 
 
 class Unreachable(UpstreamError):
+    pass
+
+
+class DroppedAfterSend(UpstreamError):
     pass
 
 

@@ -6,6 +6,9 @@ Before the response headers (`send_failure`, from `UpstreamClients.send`'s error
                          free connection; the upstream is not blamed
     Unreachable          connect-error (caller: 502 `upstream-unreachable`): refused, DNS,
                          TLS, connect timeout, a reset or a close before the status line
+    DroppedAfterSend     dropped (upstream-error, model scope; caller: 502
+                         `upstream-unreachable`): the caller's own request may have provoked
+                         it, so never account-level
     HeadersTimeout       timeout (caller: 504 `upstream-timeout`)
     RequestNotSent       refused `upstream-unreachable`: our request could not be sent;
                          nothing says the account is unwell
@@ -25,6 +28,7 @@ from email.utils import parsedate_to_datetime
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
 from leasegate.upstream.errors import (
+    DroppedAfterSend,
     HeadersTimeout,
     PoolExhausted,
     RequestNotSent,
@@ -53,6 +57,11 @@ def send_failure(exc: UpstreamError, account_id: str) -> SendFailure:
     if isinstance(exc, RequestNotSent):
         return _refused(
             "upstream-unreachable", f"the request to account {account_id} could not be sent"
+        )
+    if isinstance(exc, DroppedAfterSend):
+        return SendFailure(
+            Observation(kind="dropped"),
+            GatewayError("upstream-unreachable", f"account {account_id} dropped the connection"),
         )
     if isinstance(exc, HeadersTimeout):
         return SendFailure(

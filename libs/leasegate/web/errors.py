@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,10 +21,12 @@ log = logging.getLogger("leasegate.web")
 STORE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, RedisError, OSError)
 """A database or Redis that cannot answer: a held 503 `unavailable`, never a 500."""
 
-_HTTP_CODES = {404: "not-found", 405: "method-not-allowed"}
+_HTTP_CODES = {404: "not-found", 405: "method-not-allowed", 408: "request-timeout"}
+_HTTP_MESSAGES = {404: "no such route", 405: "method not allowed on this route"}
+_FIELD_NAME = re.compile(r"[A-Za-z0-9_.]{1,64}")
 
 
-def error_response(error: GatewayError, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(error: GatewayError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     merged = dict(headers or {})
     if error.retry_after_s is not None:
         merged["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
@@ -36,6 +40,8 @@ def describe_validation(exc: RequestValidationError) -> str:
         return "the request is not valid"
     first = errors[0]
     location = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    if not _FIELD_NAME.fullmatch(location):
+        location = "a field"  # a caller-chosen name is echoed only when it is a plain one
     kind = str(first.get("type", ""))
     if kind == "json_invalid":
         return "the body is not valid JSON"
@@ -59,8 +65,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)  # noqa: S101 - registered for this type
         code = _HTTP_CODES.get(exc.status_code, "invalid-request")
-        detail = exc.detail if isinstance(exc.detail, str) else "request refused"
-        return error_response(GatewayError(code, detail, status=exc.status_code))
+        detail = _HTTP_MESSAGES.get(exc.status_code) or (
+            exc.detail if isinstance(exc.detail, str) else "request refused"
+        )
+        # Keeps `Allow` on a 405 (and any other header Starlette sets on its refusals).
+        return error_response(GatewayError(code, detail, status=exc.status_code), exc.headers)
 
     async def on_store_error(request: Request, exc: Exception) -> JSONResponse:
         log.error(

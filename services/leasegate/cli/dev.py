@@ -13,6 +13,7 @@ from leasegate.config import Config
 from leasegate.control_plane.app import build_control_runtime, evidence_upkeep
 from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
+from leasegate.control_plane.openapi import install_openapi
 from leasegate.control_plane.routes import control_router
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.migrate import upgrade
@@ -62,9 +63,14 @@ def create_dev_app(
         title="Leasegate (embedded)",
         lifespan=lifespan,
         telemetry=telemetry(config.tracing_endpoint),
+        redirect_slashes=False,
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=config.settings.max_body_bytes,
+        idle_timeout_s=config.settings.body_idle_timeout_s,
+    )
     app.include_router(control_router(control))
     app.router.routes.extend(proxy_routes(proxy))
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
@@ -79,6 +85,7 @@ def create_dev_app(
         )
     )
     install_console(app, control)
+    install_openapi(app)
     app.state.control = control
     app.state.proxy = proxy
     app.state.stores = stores

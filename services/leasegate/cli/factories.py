@@ -12,6 +12,7 @@ from leasegate.cli.startup import prepare_process, with_access_log
 from leasegate.config import load_config
 from leasegate.control_plane.app import create_control_plane_app
 from leasegate.proxy.app import create_proxy_app
+from leasegate.web.header_deadline import header_deadline_protocol
 
 
 def control_plane_app() -> ASGIApp:
@@ -24,3 +25,8 @@ def proxy_app() -> ASGIApp:
     config = load_config()
     prepare_process(config)
     return with_access_log(create_proxy_app(config), config)
+
+
+# uvicorn imports the `http` protocol by name in each worker (a class made at run time cannot
+# be handed to a spawned process), so the worker's deadline is read from the same environment.
+WorkerHttpProtocol = header_deadline_protocol(load_config().settings.header_read_timeout_s)

@@ -23,9 +23,11 @@ from uvicorn.supervisors import Multiprocess
 
 from leasegate.config import Config
 from leasegate.demo.upstream import MockUpstream
+from leasegate.web.header_deadline import header_deadline_protocol
 
 _WORKER_HEALTHCHECK_S = 30
 
+WORKER_HTTP_PROTOCOL = "leasegate.cli.factories:WorkerHttpProtocol"
 FACTORIES = {
     "control-plane": "leasegate.cli.factories:control_plane_app",
     "proxy": "leasegate.cli.factories:proxy_app",
@@ -52,9 +54,11 @@ def _options(config: Config, host: str, port: int) -> dict[str, Any]:
         "access_log": False,  # leasegate.web.access_log writes the access lines
         "timeout_graceful_shutdown": int(config.settings.shutdown_drain_s),
         "lifespan": "on",
-        # named, not "auto": a missing one fails at start instead of silently costing CPU
+        # named, not "auto": a missing uvloop fails at start instead of silently costing CPU
         "loop": "uvloop",
-        "http": "httptools",
+        # httptools, with the header read deadline and header size cap
+        # (leasegate.web.header_deadline)
+        "http": header_deadline_protocol(config.settings.header_read_timeout_s),
     }
 
 
@@ -72,7 +76,7 @@ def serve_workers(command: str, workers: int, config: Config, host: str, port: i
         # A worker answers the supervisor's liveness ping only once its interpreter has
         # imported the package; uvicorn's 5 s default kills slow starters on a loaded host.
         timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
-        **_options(config, host, port),
+        **{**_options(config, host, port), "http": WORKER_HTTP_PROTOCOL},
     )
     socket = uv_config.bind_socket()
     Multiprocess(uv_config, sockets=[socket]).run()

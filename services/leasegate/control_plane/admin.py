@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header
 from leasegate.audit import AuditRecord
 from leasegate.control_plane.accounts import accounts_view
 from leasegate.control_plane.overlay import StateChange
+from leasegate.control_plane.paths import known_id
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import StateBody
 from leasegate.core.clock import iso
@@ -31,8 +32,9 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
         authorization: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         caller = await admin(authorization)
+        known_id(account_id, "account-not-found")
         if runtime.registry.account(account_id) is None:
-            raise GatewayError("account-not-found", f"no account {account_id!r}")
+            raise GatewayError("account-not-found", "no such account")
         change = StateChange(
             account_id=account_id,
             state=body.state,

@@ -12,6 +12,7 @@ from leasegate.config import Config
 from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.mint_metrics import MintMetrics
+from leasegate.control_plane.openapi import install_openapi
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.clock import Clock, SystemClock
@@ -72,9 +73,14 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         title="Leasegate control plane",
         lifespan=lifespan,
         telemetry=telemetry(config.tracing_endpoint),
+        redirect_slashes=False,
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=config.settings.max_body_bytes,
+        idle_timeout_s=config.settings.body_idle_timeout_s,
+    )
     app.include_router(control_router(runtime))
     app.include_router(
         ops_router(
@@ -86,5 +92,6 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         )
     )
     install_console(app, runtime)
+    install_openapi(app)
     app.state.runtime = runtime
     return app

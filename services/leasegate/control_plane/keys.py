@@ -25,7 +25,7 @@ async def revoke(runtime: ControlRuntime, key_id: str) -> None:
     now = runtime.clock.now()
     record, _ended_now = await runtime.stores.store.revoke_key(key_id, "revoked", now)
     if record is None:
-        raise GatewayError("key-not-found", f"no key {key_id!r}")
+        raise GatewayError("key-not-found", "no such key")
     # Announce even when an earlier call ended it: a replay heals a lost fan-out message.
     await runtime.announce_revoked([record])
 
@@ -33,7 +33,7 @@ async def revoke(runtime: ControlRuntime, key_id: str) -> None:
 async def read(runtime: ControlRuntime, key_id: str) -> dict[str, Any]:
     record = await runtime.stores.store.get_key(key_id)
     if record is None:
-        raise GatewayError("key-not-found", f"no key {key_id!r}")
+        raise GatewayError("key-not-found", "no such key")
     return key_view(record, runtime.clock.now())
 
 
@@ -55,7 +55,7 @@ async def _renew(runtime: ControlRuntime, key_id: str, ttl_s: int | None) -> dic
     store = runtime.stores.store
     old = await store.get_key(key_id)
     if old is None:
-        raise GatewayError("key-not-found", f"no key {key_id!r}")
+        raise GatewayError("key-not-found", "no such key")
     now = runtime.clock.now()
     if old.state(now) != "live":
         raise GatewayError("key-not-live", "the key is revoked or expired: mint again instead")

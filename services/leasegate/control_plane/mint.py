@@ -90,7 +90,7 @@ async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[s
         start = await authorise_hop(runtime, body, start)
     candidates = runtime.registry.candidates(body.model)
     if not candidates:
-        unknown = GatewayError("model-not-served", f"no account serves {body.model!r}")
+        unknown = GatewayError("model-not-served", "no account serves the requested model")
         await refuse(runtime, body, start, unknown)
     await _hold_while_chain_corrupt(runtime, body, start)
     return await _walk(runtime, body, start, candidates, ttl_s)
@@ -235,7 +235,7 @@ async def _no_eligible(
         start,
         GatewayError(
             "no-eligible-account",
-            f"no account can serve {body.model!r} now",
+            "no account can serve the requested model now",
             passed_over=outcome.passed_over,
             cooldown_scope=outcome.cooldown_scope,
             retry_after_s=outcome.retry_after_s,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -15,6 +14,7 @@ from leasegate.control_plane.accounts import accounts_view
 from leasegate.control_plane.admin import admin_router
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.mint import mint
+from leasegate.control_plane.paths import known_id, parse_since
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import ID_PATTERN, MintBody, RenewBody
 from leasegate.control_plane.usage import usage_router
@@ -50,11 +50,13 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
 
     @router.delete("/keys/{key_id}", status_code=204)
     async def revoke_key(key_id: str) -> Response:
+        known_id(key_id, "key-not-found")
         await keys.revoke(runtime, key_id)
         return Response(status_code=204)
 
     @router.post("/keys/{key_id}/renew", status_code=201)
     async def renew_key(key_id: str, request: Request) -> dict[str, Any]:
+        known_id(key_id, "key-not-found")
         raw = await request.body()
         try:
             body = RenewBody.model_validate_json(raw) if raw.strip() else RenewBody()
@@ -64,6 +66,7 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
 
     @router.get("/keys/{key_id}")
     async def read_key(key_id: str) -> dict[str, Any]:
+        known_id(key_id, "key-not-found")
         return await keys.read(runtime, key_id)
 
     router.include_router(_read_routes(runtime))
@@ -91,10 +94,11 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
 
     @router.get("/decisions/{decision_id}")
     async def read_decision(decision_id: str) -> dict[str, Any]:
+        known_id(decision_id, "decision-not-found")
         store = runtime.stores.store
         decision = await store.get_decision(decision_id)
         if decision is None:
-            raise GatewayError("decision-not-found", f"no decision {decision_id!r}")
+            raise GatewayError("decision-not-found", "no such decision")
         evidence = await store.evidence_for_decisions([decision_id])
         return decision_view(decision, evidence.get(decision_id, []))
 
@@ -102,13 +106,14 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
     async def list_evidence(
         decision_id: Annotated[str | None, Query(pattern=_ID_PATH)] = None,
         account_id: Annotated[str | None, Query(pattern=_ID_PATH)] = None,
-        since: datetime | None = None,
+        since: Annotated[str | None, Query(max_length=64)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
-        if since is not None and since.tzinfo is None:
-            raise GatewayError("invalid-request", "since must carry a timezone (e.g. ...Z)")
         rows = await runtime.stores.store.query_evidence(
-            decision_id=decision_id, account_id=account_id, since=since, limit=limit
+            decision_id=decision_id,
+            account_id=account_id,
+            since=parse_since(since),
+            limit=limit,
         )
         return {"evidence": [evidence_view(row) for row in rows]}
 
@@ -118,9 +123,10 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
 
     @router.get("/accounts/{account_id}")
     async def read_account(account_id: str) -> JSONResponse:
+        known_id(account_id, "account-not-found")
         view = await accounts_view(runtime, only=account_id)
         if not view["accounts"]:
-            raise GatewayError("account-not-found", f"no account {account_id!r}")
+            raise GatewayError("account-not-found", "no such account")
         account = view["accounts"][0]
         return JSONResponse({**account, "revision": view["revision"], "chain": view["chain"]})
 

@@ -1,13 +1,43 @@
-"""Request bodies of the control plane. Unknown fields and wrong types are 400 invalid-request."""
+"""Request bodies of the control plane. Unknown fields and wrong types are 400 invalid-request.
+
+Every string a body carries is stored somewhere (a decision, a key, an audit record), so each
+is bounded by its column and refused when it holds a control character (NUL included) or a
+lone surrogate: input that can never succeed is a 400, never a store error (503).
+`tests/unit/test_request_columns.py` walks every field against its column.
+"""
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from leasegate.core.text import MODEL_NAME_MAX, text_problem
+
+ID_MAX = 200
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
+DECISION_ID_MAX = 64
+"""Decision ids are `md_<24 hex>`; the citing column holds 64 characters."""
+DECISION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+
+def _storable(value: str) -> str:
+    # Lengths are checked by the field's max_length; this refuses what no column can hold.
+    problem = text_problem(value, len(value))
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+ModelName = Annotated[
+    str, Field(min_length=1, max_length=MODEL_NAME_MAX), AfterValidator(_storable)
+]
+Role = Annotated[str, Field(max_length=100), AfterValidator(_storable)]
+Reason = Annotated[str, Field(min_length=1, max_length=500), AfterValidator(_storable)]
+OnBehalfOf = Annotated[str, Field(max_length=200), AfterValidator(_storable)]
+DispatchPart = Annotated[str, Field(max_length=ID_MAX, pattern=ID_PATTERN)]
+DecisionId = Annotated[str, Field(max_length=DECISION_ID_MAX, pattern=DECISION_ID_PATTERN)]
 
 
 class Strict(BaseModel):
@@ -33,13 +63,13 @@ class BudgetBody(Strict):
 
 
 class MintBody(Strict):
-    tenant: str = Field(pattern=ID_PATTERN)
-    dispatch_id: str = Field(pattern=ID_PATTERN)
-    model: str = Field(min_length=1, max_length=200)
-    role: str | None = Field(default=None, max_length=100)
+    tenant: DispatchPart
+    dispatch_id: DispatchPart
+    model: ModelName
+    role: Role | None = None
     ttl_s: int | None = Field(default=None, gt=0)
-    retry_of_mint_decision_id: str | None = Field(default=None, max_length=100)
-    supersedes_mint_decision_id: str | None = Field(default=None, max_length=100)
+    retry_of_mint_decision_id: DecisionId | None = None
+    supersedes_mint_decision_id: DecisionId | None = None
     budget: BudgetBody | None = None
 
 
@@ -50,5 +80,5 @@ class RenewBody(Strict):
 class StateBody(Strict):
     state: Literal["enabled", "disabled", "draining"]
     expected_revision: int = Field(ge=0)
-    reason: str = Field(min_length=1, max_length=500)
-    on_behalf_of: str | None = Field(default=None, max_length=200)
+    reason: Reason
+    on_behalf_of: OnBehalfOf | None = None

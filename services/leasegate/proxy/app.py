@@ -124,9 +124,14 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
         lifespan=lifespan,
         telemetry=telemetry(config.tracing_endpoint),
         openapi_url=None,
+        redirect_slashes=False,
     )
     install_error_handlers(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=config.settings.max_body_bytes,
+        idle_timeout_s=config.settings.body_idle_timeout_s,
+    )
     app.router.routes.extend(proxy_routes(runtime))
     gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     app.include_router(

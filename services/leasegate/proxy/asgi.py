@@ -3,8 +3,8 @@
 `DataPlane` answers `POST` on the proxied endpoints itself (a dict lookup on the path) and
 hands everything else — `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, unknown paths,
 wrong methods, the lifespan — to the FastAPI app behind it, which keeps its validation, error
-envelopes and OpenAPI where they pay. The request body is read here once, under the same
-size limit the FastAPI side enforces with `BodyLimitMiddleware`.
+envelopes and OpenAPI where they pay. The request body is read here once, behind the same
+`BodyLimitMiddleware` (size cap, idle deadline) the FastAPI side uses.
 """
 
 from __future__ import annotations
@@ -17,58 +17,42 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
 from leasegate.proxy.forward import ClientGone, forward
 from leasegate.proxy.runtime import ProxyRuntime
-from leasegate.web.body_limit import drain_body, refuse_too_large
-
-
-class BodyTooLarge(Exception):
-    """The body passed the limit while it was being read."""
+from leasegate.web.body_limit import BodyLimitMiddleware
 
 
 class ProxiedEndpoint:
-    """The ASGI app of one proxied endpoint (`POST` only; the router checks the method)."""
+    """The ASGI app of one proxied endpoint (`POST` only; the router checks the method).
+    It is served behind `BodyLimitMiddleware` (size cap and body idle deadline), whose
+    refusals `forward` records like any other."""
 
-    __slots__ = ("_max_body", "endpoint", "runtime")
+    __slots__ = ("endpoint", "runtime")
 
     def __init__(self, runtime: ProxyRuntime, endpoint: Endpoint) -> None:
         self.runtime = runtime
         self.endpoint = endpoint
-        self._max_body = runtime.settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        declared = _content_length(scope["headers"])
-        if declared is not None and declared > self._max_body:
-            await drain_body(receive, self._max_body)
-            await refuse_too_large(send, self._max_body)
-            return
-
         async def body() -> bytes:
-            return await self._read_body(receive)
+            return await _read_body(receive)
 
         try:
             app = await forward(self.runtime, self.endpoint, scope["headers"], body)
-        except BodyTooLarge:
-            await drain_body(receive, self._max_body)
-            await refuse_too_large(send, self._max_body)
-            return
         except ClientGone:
             return  # the caller went away while sending its body; its row is queued
         await app(scope, receive, send)
 
-    async def _read_body(self, receive: Receive) -> bytes:
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            chunk = message.get("body", b"")
-            if chunk:
-                size += len(chunk)
-                if size > self._max_body:
-                    raise BodyTooLarge
-                parts.append(chunk)
-            if not message.get("more_body", False):
-                return parts[0] if len(parts) == 1 else b"".join(parts)
+
+async def _read_body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        if chunk:
+            parts.append(chunk)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class DataPlane:
@@ -81,8 +65,13 @@ class DataPlane:
         self.runtime = runtime
         self.rest = rest
         self._bypass = bypass
-        self.endpoints: dict[str, ProxiedEndpoint] = {
-            e.path: ProxiedEndpoint(runtime, e) for e in ENDPOINTS
+        settings = runtime.settings
+        self._bare = {e.path: ProxiedEndpoint(runtime, e) for e in ENDPOINTS}
+        self.endpoints: dict[str, ASGIApp] = {
+            path: BodyLimitMiddleware(
+                app, max_bytes=settings.max_body_bytes, idle_timeout_s=settings.body_idle_timeout_s
+            )
+            for path, app in self._bare.items()
         }
 
     @property
@@ -91,9 +80,9 @@ class DataPlane:
         return getattr(self.rest, "state", None)
 
     def routes(self) -> list[Route]:
-        """The same endpoints as framework routes, for the app behind: a wrong method there
-        gets the usual 405 envelope."""
-        return [Route(path, app, methods=["POST"]) for path, app in self.endpoints.items()]
+        """The same endpoints as framework routes, for the app behind (which has its own
+        `BodyLimitMiddleware`): a wrong method there gets the usual 405 envelope."""
+        return [Route(path, app, methods=["POST"]) for path, app in self._bare.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._bypass and scope["type"] == "http" and scope["method"] == "POST":
@@ -102,13 +91,3 @@ class DataPlane:
                 await app(scope, receive, send)
                 return
         await self.rest(scope, receive, send)
-
-
-def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    for name, value in headers:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None

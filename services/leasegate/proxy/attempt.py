@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from leasegate.core.observation import Classification, Observation
 from leasegate.core.records import EvidenceRow, KeyRecord
+from leasegate.core.text import MODEL_NAME_MAX, safe_optional
 from leasegate.upstream.sse import Usage
 
 
@@ -48,23 +49,43 @@ class Attempt:
             key_id=self.key_id,
             mint_decision_id=key.mint_decision_id if key else None,
             account_id=key.account_id if key else None,
-            requested_model=self.requested_model,
+            # A refused body's model is kept only as a safe, bounded echo (see core.text).
+            requested_model=safe_optional(self.requested_model, MODEL_NAME_MAX),
             served_model=key.served_model if key else None,
             endpoint=self.endpoint,
             stream=self.stream,
             upstream_status=self.upstream_status,
             outcome=classification.outcome,
             refusal_reason=observation.refusal_code,
-            error_code=classification.reason if classification.outcome != "success" else None,
+            error_code=_error_code(classification),
             scope=classification.scope,
             qualifying=classification.qualifying,
-            input_tokens=self.usage.input_tokens,
-            output_tokens=self.usage.output_tokens,
-            cache_read_input_tokens=self.usage.cache_read_input_tokens,
-            cache_creation_input_tokens=self.usage.cache_creation_input_tokens,
+            input_tokens=_count(self.usage.input_tokens),
+            output_tokens=_count(self.usage.output_tokens),
+            cache_read_input_tokens=_count(self.usage.cache_read_input_tokens),
+            cache_creation_input_tokens=_count(self.usage.cache_creation_input_tokens),
             started_at=self.started_at,
             first_byte_ms=first_byte_ms,
             duration_ms=round((ended_mono - self.started_mono) * 1000, 3),
             malformed_chunks=self.malformed_chunks,
             cost=cost,
         )
+
+
+_ERROR_CODE_MAX = 200
+_INT32_MAX = 2**31 - 1
+
+
+def _error_code(classification: Classification) -> str | None:
+    """The classification reason, which may name an upstream's own error code: bounded and
+    free of NUL and lone surrogates, so no upstream payload can make the row unwritable."""
+    if classification.outcome == "success":
+        return None
+    return safe_optional(classification.reason, _ERROR_CODE_MAX)
+
+
+def _count(value: int | None) -> int | None:
+    """A token count as the upstream reported it; one that cannot fit the column is unknown."""
+    if value is None or 0 <= value <= _INT32_MAX:
+        return value
+    return None

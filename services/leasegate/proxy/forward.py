@@ -1,15 +1,14 @@
 """A proxied request from arrival to the moment the upstream's headers are in hand.
 
 Order of checks (each refusal is recorded as evidence with its code):
-key -> account -> endpoint -> body -> model -> budget -> health -> request slot -> upstream.
+key -> account -> endpoint -> caller headers -> body -> model -> budget -> health
+-> request slot -> upstream.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-import orjson
 from starlette.types import ASGIApp
 
 from leasegate.accounts import Account
@@ -20,13 +19,16 @@ from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
 from leasegate.proxy.attempt import Attempt
+from leasegate.proxy.body import check_content_type, encode_body, model_problem, parse_body
 from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.health import health_block
+from leasegate.upstream.caller_headers import check_header_cap
 from leasegate.upstream.errors import UpstreamError
 from leasegate.upstream.failures import send_failure
+from leasegate.web.body_limit import BodyReadTimeout, BodyTooLarge
 from leasegate.web.errors import STORE_ERRORS
 
 
@@ -53,11 +55,14 @@ async def forward(
         return refusal_response(error, attempt.request_id)
     try:
         key, account = await _admit_key(runtime, endpoint, attempt, token)
-        payload = _rewrite_body(content_type, await body(), attempt, key)
+        pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+        check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
+        payload = await _rewrite_body(content_type, body, attempt, key)
         await runtime.spend.check(key)
         await _check_health(runtime, key)
         await _take_slot(runtime, attempt, account)
     except ClientGone:
+        # The caller hung up while its body was being read: one row, nobody to answer.
         await runtime.finish(attempt, Observation("client-abort"))
         raise
     except GatewayError as refusal:
@@ -71,7 +76,7 @@ async def forward(
         )
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
         return refusal_response(unavailable, attempt.request_id, attempt.key)
-    upstream_request = runtime.clients.build_request(account, endpoint.path, payload, headers)
+    upstream_request = runtime.clients.build_request(account, endpoint.path, payload, pairs)
     try:
         upstream = await runtime.clients.send(upstream_request)
     except UpstreamError as exc:
@@ -117,10 +122,9 @@ async def _admit_key(
 
 def _wanted_headers(
     headers: list[tuple[bytes, bytes]],
-) -> tuple[str | None, str | None, str]:
+) -> tuple[str | None, str | None, str | None]:
     """(authorization, x-api-key, content-type) in one pass over the raw headers."""
-    authorization = x_api_key = None
-    content_type = "application/json"
+    authorization = x_api_key = content_type = None
     for name, value in headers:
         if name == b"authorization":
             authorization = value.decode("latin-1")
@@ -131,28 +135,27 @@ def _wanted_headers(
     return authorization, x_api_key, content_type
 
 
-def _rewrite_body(content_type: str, raw: bytes, attempt: Attempt, key: KeyRecord) -> bytes:
-    """The body to send upstream: `model` set to the served name. Parsed once; re-encoded
-    only when the name changes."""
-    if "json" not in content_type:
-        raise GatewayError("invalid-request", "the body must be application/json", status=415)
+async def _rewrite_body(
+    content_type: str | None, read: Body, attempt: Attempt, key: KeyRecord
+) -> bytes:
+    """The body to send upstream, `model` set to the served name (always re-encoded: the
+    upstream reads exactly what was checked, duplicate keys included)."""
+    check_content_type(content_type)
     try:
-        body: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise GatewayError("invalid-request", "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise GatewayError("invalid-request", "the body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise GatewayError("invalid-request", "the body needs a string 'model'")
-    attempt.requested_model = model
-    if model not in (key.model, key.served_model):
-        raise GatewayError("model-not-permitted", f"this key may call {key.model!r} only")
-    attempt.stream = body.get("stream") is True
-    if model == key.served_model:
-        return raw
-    body["model"] = key.served_model
-    return orjson.dumps(body)
+        raw = await read()
+    except BodyTooLarge as too_large:
+        raise GatewayError("invalid-request", too_large.detail, status=413) from None
+    except BodyReadTimeout as timed_out:
+        raise GatewayError("request-timeout", timed_out.detail) from None
+    body = parse_body(raw)
+    attempt.requested_model = body.model  # the row keeps a safe copy (Attempt.evidence)
+    attempt.stream = body.stream
+    if (refusal := model_problem(body.model)) is not None:
+        raise refusal
+    if body.model not in (key.model, key.served_model):
+        raise GatewayError("model-not-permitted", "this key may not call that model")
+    body.fields["model"] = key.served_model
+    return encode_body(body.fields)
 
 
 async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:
