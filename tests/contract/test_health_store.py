@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from redis.asyncio import RedisCluster
 
 from leasegate.core.observation import Classification
-from leasegate.core.ports.health import HealthPolicy, HealthStore, HealthTransition
+from leasegate.core.ports.health import (
+    Admitted,
+    Cooldown,
+    HealthPolicy,
+    HealthStore,
+    HealthTransition,
+)
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
 from leasegate.kv.slots_redis import RedisRequestSlots
@@ -100,7 +106,7 @@ async def test_the_threshold_th_consecutive_failure_starts_a_cooldown(store: Hea
     assert snapshot.circuit("acct") is None
 
 
-async def test_backoff_doubles_per_trip_up_to_the_ceiling(store: HealthStore) -> None:
+async def test_every_window_is_one_base_cooldown_long(store: HealthStore) -> None:
     await fail(store, 3, T0)
     now, lengths = T0, []
     for _ in range(7):
@@ -111,7 +117,7 @@ async def test_backoff_doubles_per_trip_up_to_the_ceiling(store: HealthStore) ->
         assert await cooling_until(store, now) is None
         (started,) = await fail(store, 1, now)
         assert started.kind == "cooldown-started"
-    assert lengths == [30, 60, 120, 240, 480, 600, 600]
+    assert lengths == [30] * 7  # no growth: a recovery is seen within one base window
 
 
 async def test_retry_after_wins_over_the_backoff_but_is_capped(store: HealthStore) -> None:
@@ -141,7 +147,7 @@ async def test_failures_during_a_cooldown_never_extend_it(store: HealthStore) ->
 async def test_half_open_the_first_failure_after_expiry_re_trips(store: HealthStore) -> None:
     await fail(store, 3, T0)
     assert await fail(store, 1, T0 + 45, kind=RATE_LIMITED) == [
-        HealthTransition("cooldown-started", "acct", "gpt-4o", "http-429", T0 + 105, 2)
+        HealthTransition("cooldown-started", "acct", "gpt-4o", "http-429", T0 + 75, 2)
     ]
 
 
@@ -181,8 +187,8 @@ async def test_the_account_circuit_has_its_own_threshold(store: HealthStore) -> 
     assert circuit is not None
     assert (circuit.model, circuit.until, circuit.trips) == (None, T0 + 31, 1)
     assert snapshot.cooling_for("acct", "m2") is None, "account scope does not cool a model"
-    # half-open circuit re-trips with the next backoff step
-    assert (await fail(store, 1, T0 + 31, kind=BAD_KEY))[0].until == T0 + 91
+    # half-open circuit re-trips at once
+    assert (await fail(store, 1, T0 + 31, kind=BAD_KEY))[0].until == T0 + 61
 
 
 async def test_a_success_during_a_cooldown_leaves_it_and_its_trips(store: HealthStore) -> None:
@@ -193,9 +199,9 @@ async def test_a_success_during_a_cooldown_leaves_it_and_its_trips(store: Health
     cooldown = (await store.snapshot([("acct", "gpt-4o")], T0 + 5)).cooling_for("acct", "gpt-4o")
     assert cooldown is not None
     assert cooldown.trips == 1
-    # the trips survived: the first failure after expiry takes the next backoff step
+    # the trips survived: the first failure after expiry trips again at once
     (started,) = await fail(store, 1, T0 + 30)
-    assert (started.until, started.trips) == (T0 + 90, 2)
+    assert (started.until, started.trips) == (T0 + 60, 2)
 
 
 async def test_a_success_on_any_model_closes_the_circuit_once_expired(store: HealthStore) -> None:
@@ -242,6 +248,84 @@ async def test_a_snapshot_covers_many_accounts_and_models(store: HealthStore) ->
     assert set(snapshot.circuits) == {"b"}
     assert [c.model for c in snapshot.cooling_models("c")] == ["llama3:8b"]
     assert (await store.snapshot([], T0)).cooling == {}
+
+
+# -- admission: one trial per window --------------------------------------------------------
+
+
+async def test_admission_refuses_while_active_circuit_first(store: HealthStore) -> None:
+    assert await store.admit("acct", "gpt-4o", T0) == Admitted()
+    await fail(store, 3, T0)
+    assert await store.admit("acct", "gpt-4o", T0 + 1) == Cooldown(
+        "acct", "gpt-4o", T0 + 30, "http-503", 1
+    )
+    assert await store.admit("acct", "other", T0 + 1) == Admitted()  # per served model
+    await fail(store, 2, T0 + 2, kind=BAD_KEY)
+    assert await store.admit("acct", "gpt-4o", T0 + 3) == Cooldown(
+        "acct", None, T0 + 32, "invalid_api_key", 1
+    )
+
+
+async def test_half_open_admits_one_trial_per_window(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    assert await store.admit("acct", "gpt-4o", T0 + 30) == Admitted(trial_pair=True)
+    # every other request is refused until the trial reports or its window ends
+    blocked = await store.admit("acct", "gpt-4o", T0 + 31)
+    assert blocked == Cooldown("acct", "gpt-4o", T0 + 60, "http-503", 1)
+    assert await cooling_until(store, T0 + 31) == T0 + 60  # mints pass over it meanwhile
+    # a trial that never reports frees the slot when its window ends
+    assert await store.admit("acct", "gpt-4o", T0 + 60) == Admitted(trial_pair=True)
+
+
+async def test_the_trials_success_recovers_at_once(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    trial = await store.admit("acct", "gpt-4o", T0 + 30)
+    assert isinstance(trial, Admitted)
+    # a request admitted before the trip succeeding now proves nothing: still closed
+    assert await store.record("acct", "gpt-4o", OK, None, T0 + 31) == []
+    assert await cooling_until(store, T0 + 31) == T0 + 60
+    ended = await store.record("acct", "gpt-4o", OK, None, T0 + 32, trial=trial)
+    assert ended == [HealthTransition("cooldown-ended", "acct", "gpt-4o", "http-503", None, 1)]
+    assert await store.admit("acct", "gpt-4o", T0 + 33) == Admitted()
+
+
+async def test_the_trials_failure_closes_it_for_another_window(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    trial = await store.admit("acct", "gpt-4o", T0 + 30)
+    assert isinstance(trial, Admitted)
+    # other failures during the trial's window change nothing; the trial's own does
+    assert await fail(store, 1, T0 + 31) == []
+    started = await store.record("acct", "gpt-4o", OVERLOADED, None, T0 + 35, trial=trial)
+    assert started == [
+        HealthTransition("cooldown-started", "acct", "gpt-4o", "http-503", T0 + 65, 2)
+    ]
+    assert isinstance(await store.admit("acct", "gpt-4o", T0 + 64), Cooldown)
+    assert await store.admit("acct", "gpt-4o", T0 + 65) == Admitted(trial_pair=True)
+
+
+async def test_a_half_open_circuit_admits_one_trial_too(store: HealthStore) -> None:
+    await fail(store, 2, T0, kind=BAD_KEY)
+    trial = await store.admit("acct", "m1", T0 + 30)
+    assert trial == Admitted(trial_circuit=True)
+    assert isinstance(await store.admit("acct", "m2", T0 + 31), Cooldown)
+    closed = await store.record("acct", "m1", OK, None, T0 + 32, trial=trial)
+    assert [t.kind for t in closed] == ["circuit-closed"]
+
+
+async def test_concurrent_admissions_claim_one_trial(store: HealthStore) -> None:
+    await fail(store, 3, T0)
+    verdicts = await asyncio.gather(*(store.admit("acct", "gpt-4o", T0 + 30) for _ in range(20)))
+    assert sum(isinstance(v, Admitted) for v in verdicts) == 1
+
+
+async def test_jitter_shortens_windows_within_its_fraction(store: HealthStore) -> None:
+    del store  # the jitter is the store's own draw: build both with a known source
+    policy = HealthPolicy(failure_threshold=1, base_cooldown_s=30, jitter=0.2)
+    memory = InProcessHealthStore(policy, rng=lambda: 0.5)
+    (started,) = await memory.record("acct", "m", OVERLOADED, None, T0)
+    assert started.until == T0 + 27  # 30 x (1 - 0.2 x 0.5)
+    (started,) = await memory.record("other", "m", OVERLOADED, 100.0, T0)
+    assert started.until == T0 + 100  # an upstream's longer hint still wins
 
 
 # -- Redis only ---------------------------------------------------------------------------
@@ -339,32 +423,46 @@ async def test_the_in_process_store_forgets_idle_entries() -> None:
 # -- the Lua mirrors the pure machine -------------------------------------------------------
 
 _OUTCOMES = st.sampled_from([OK, OVERLOADED, RATE_LIMITED, BAD_KEY, CALLERS_FAULT])
+Step = tuple[Classification, str, float, float | None, bool]
 _STEPS = st.lists(
     st.tuples(
         _OUTCOMES,
         st.sampled_from(["m1", "m2"]),
         st.floats(0, 900, allow_nan=False),  # seconds since the previous step
         st.none() | st.floats(0, 2_000, allow_nan=False),  # Retry-After
+        st.booleans(),  # admitted first (a trial when half-open), or one admitted long ago
     ),
     max_size=40,
 )
 
 
-async def _run_both(url: str, steps: list[tuple[Classification, str, float, float | None]]) -> None:
+async def _run_both(url: str, steps: list[Step]) -> None:
     policy = HealthPolicy(
-        failure_threshold=2, account_failure_threshold=2, base_cooldown_s=7.3, max_cooldown_s=250
+        failure_threshold=2,
+        account_failure_threshold=2,
+        base_cooldown_s=7.3,
+        max_cooldown_s=250,
+        jitter=0.3,
     )
-    memory = InProcessHealthStore(policy)
+    memory = InProcessHealthStore(policy, rng=lambda: 0.37)
     client = connect(url)
     prefix = f"lgtest:{secrets.token_hex(4)}"
-    shared = RedisHealthStore(client, prefix, policy)
+    shared = RedisHealthStore(client, prefix, policy, rng=lambda: 0.37)
     pairs = [("acct", "m1"), ("acct", "m2")]
     now = T0
     try:
-        for kind, model, elapsed, retry_after in steps:
+        for kind, model, elapsed, retry_after, admitted_now in steps:
             now += elapsed
-            expected = await memory.record("acct", model, kind, retry_after, now)
-            assert await shared.record("acct", model, kind, retry_after, now) == expected
+            trial = None
+            if admitted_now:
+                admission = await memory.admit("acct", model, now)
+                assert await shared.admit("acct", model, now) == admission
+                if isinstance(admission, Cooldown):
+                    continue
+                trial = admission
+            expected = await memory.record("acct", model, kind, retry_after, now, trial=trial)
+            got = await shared.record("acct", model, kind, retry_after, now, trial=trial)
+            assert got == expected
             assert await shared.snapshot(pairs, now) == await memory.snapshot(pairs, now)
             # the raw machine too (streaks are invisible in a snapshot), pair and circuit
             for raw_model in (model, None):
@@ -383,7 +481,5 @@ async def _run_both(url: str, steps: list[tuple[Classification, str, float, floa
     suppress_health_check=[HealthCheck.function_scoped_fixture],  # redis_url is a constant
 )
 @given(steps=_STEPS)
-def test_redis_and_in_process_agree_on_any_history(
-    any_redis_url: str, steps: list[tuple[Classification, str, float, float | None]]
-) -> None:
+def test_redis_and_in_process_agree_on_any_history(any_redis_url: str, steps: list[Step]) -> None:
     asyncio.run(_run_both(any_redis_url, steps))

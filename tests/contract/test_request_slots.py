@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -246,11 +247,34 @@ async def test_keeper_release_survives_a_store_error(
     # A real store error: the key now holds the wrong type, so ZREM and the renewal fail.
     await redis_client.set(slots.key("acct"), "clobbered")
     with caplog.at_level(logging.WARNING, logger="leasegate.kv.slot_keeper"):
-        await keeper.release("acct", "r1")
+        await keeper.release("acct", "r1")  # fails; retried in the background
         await keeper.renew_held()
+        assert keeper.holding("acct") == 1
+        await keeper.stop()  # the retry gives up: the lease reclaims the slot
     assert "its lease reclaims it" in caplog.text
     assert "renewal failed" in caplog.text
-    assert keeper.holding("acct") == 1
+
+
+async def test_keeper_retries_a_failed_release_until_it_lands(
+    redis_client: RedisClient, redis_prefix: str, clock: FakeClock
+) -> None:
+    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
+    keeper = SlotKeeper(slots, clock)
+    assert await keeper.acquire("acct", "r1", 2)
+    key = slots.key("acct")
+    hidden = f"{key}:hidden"  # the same hash tag: one slot on a cluster too
+    await redis_client.rename(key, hidden)
+    await redis_client.set(key, "clobbered")  # the store fails every release for now
+    started = time.monotonic()
+    await keeper.release("acct", "r1")
+    assert time.monotonic() - started < 1.0  # the request does not wait for the retries
+    await redis_client.delete(key)
+    await redis_client.rename(hidden, key)  # the store is back, the slot still counted
+    deadline = time.monotonic() + 5
+    while await redis_client.zscore(key, "r1") is not None:
+        assert time.monotonic() < deadline, "the failed release never landed"
+        await asyncio.sleep(0.05)
+    await keeper.stop()
 
 
 async def test_keeper_acquire_fails_loudly_and_holds_nothing_on_a_store_error(

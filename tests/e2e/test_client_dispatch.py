@@ -64,16 +64,21 @@ async def _no_live_lease(pool: Pool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("reply", "stream", "ended"),
+    ("reply", "stream", "ended", "retried"),
     [
-        (Reply(status=429), False, "status 429"),
-        (Reply(status=503), False, "status 503"),
-        (Reply(error_after=2), True, "in-stream error"),
+        (Reply(status=429), False, "status 429", 0),  # no Retry-After: no same-lease retry
+        (Reply(status=503), False, "status 503", 1),  # transient: once more, then the hop
+        (Reply(error_after=2), True, "in-stream error", 0),
     ],
     ids=["429", "503", "in-stream-error"],
 )
 async def test_completes_on_the_second_account_when_the_first_fails(
-    make_pool: PoolFactory, http: httpx.AsyncClient, reply: Reply, stream: bool, ended: str
+    make_pool: PoolFactory,
+    http: httpx.AsyncClient,
+    reply: Reply,
+    stream: bool,
+    ended: str,
+    retried: int,
 ) -> None:
     async with make_pool() as pool:
         pool.primary_script.reply = reply
@@ -103,7 +108,8 @@ async def test_completes_on_the_second_account_when_the_first_fails(
             assert result.answer[0]["model"] == "gpt-4o-b"
         else:
             assert result.answer["model"] == "gpt-4o-b"
-        assert (pool.primary.count, pool.backup.count) == (1, 1)
+        assert len(first.retried) == retried
+        assert (pool.primary.count, pool.backup.count) == (1 + retried, 1)
         view = await pool.control.decision(hop.mint_decision_id)
         assert view.retry_of_mint_decision_id == first.mint_decision_id
         assert view.authorised_by_request_id is not None
@@ -179,7 +185,12 @@ async def test_a_hanging_upstream_ends_at_the_deadline(
 async def test_waits_out_a_cooldown_within_the_deadline(
     make_pool: PoolFactory, http: httpx.AsyncClient
 ) -> None:
-    cooling = {"LEASEGATE_FAILURE_THRESHOLD": "1", "LEASEGATE_BASE_COOLDOWN_S": "1"}
+    # 2 s: the first dispatch's held hop (its evidence row is buffered) may itself take 1 s
+    cooling = {
+        "LEASEGATE_FAILURE_THRESHOLD": "1",
+        "LEASEGATE_BASE_COOLDOWN_S": "2",
+        "LEASEGATE_COOLDOWN_JITTER": "0",
+    }
     async with make_pool(cooling) as pool:
         pool.primary_script.reply = Reply(status=429)
 

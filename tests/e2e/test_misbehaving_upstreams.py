@@ -163,13 +163,13 @@ async def test_cut_stream_appends_an_error_event_in_the_providers_shape(
     assert gw.upstreams[0].count == 1
 
 
-async def test_one_malformed_chunk_is_a_success_with_a_count(gw: Gateway) -> None:
+async def test_one_malformed_chunk_is_dropped_a_success_with_a_count(gw: Gateway) -> None:
     chunks = openai_stream()
-    chunks.insert(2, b'data: {"choices": [{"delta": {"content": "cut\n\n')
-    script(gw, Reply(chunks=chunks))
+    garbled = b'data: {"choices": [{"delta": {"content": "cut\n\n'
+    script(gw, Reply(chunks=[*chunks[:2], garbled, *chunks[2:]]))
     minted, response, raw = await call(gw)
     assert response.status_code == 200
-    assert raw == b"".join(chunks)  # passed through unchanged, nothing appended
+    assert raw == b"".join(chunks)  # every other event byte-exact, the garbled one dropped
     row = await only_row(gw, minted)
     assert_row(row, "success", None, False)
     assert row["malformed_chunks"] == 1
@@ -231,8 +231,13 @@ async def test_a_400_refusal_passes_through_and_does_not_qualify(
     assert response.status_code == 400
     assert json.loads(raw) == {"error": error}  # the upstream's own body, unchanged
     row = await only_row(gw, minted)
-    assert_row(row, "upstream-error", None, False)
+    if error["code"] == "context_length_exceeded":
+        # its own class: model scope on the row, yet no health failure and no ordinary hop
+        assert_row(row, "context-length-exceeded", "model", False)
+        assert row["error_code"] == "context_length_exceeded"
+    else:
+        assert_row(row, "upstream-error", None, False)
+        assert row["error_code"] == "http-400"
     assert row["upstream_status"] == 400
-    assert row["error_code"] == "http-400"
     await assert_healthy(gw, "openai-main")
     assert gw.upstreams[0].count == 1

@@ -19,6 +19,8 @@ from leasegate.accounts import Account, Registry
 from leasegate.core.clock import SystemClock
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import (
+    Admitted,
+    Cooldown,
     HealthFanout,
     HealthNews,
     HealthPolicy,
@@ -64,6 +66,10 @@ class Counted:
         self.calls += 1
         return await self.store.snapshot(pairs, now)
 
+    async def admit(self, account_id: str, served_model: str, now: float) -> Admitted | Cooldown:
+        self.calls += 1
+        return await self.store.admit(account_id, served_model, now)
+
     async def record(
         self,
         account_id: str,
@@ -71,9 +77,13 @@ class Counted:
         classification: Classification,
         retry_after_s: float | None,
         now: float,
+        *,
+        trial: Admitted | None = None,
     ) -> list[HealthTransition]:
         self.calls += 1
-        return await self.store.record(account_id, served_model, classification, retry_after_s, now)
+        return await self.store.record(
+            account_id, served_model, classification, retry_after_s, now, trial=trial
+        )
 
     async def aclose(self) -> None:
         await self.store.aclose()
@@ -143,7 +153,7 @@ async def test_a_healthy_pair_costs_no_store_call(proxies: Proxies) -> None:
     assert proxies.store_a.calls == 1
     proxies.store_a.calls = 0
     for _ in range(50):
-        assert await proxies.a.snapshot("acct", "gpt-4o", now) is None
+        assert isinstance(await proxies.a.admit("acct", "gpt-4o", now), Admitted)
         assert await proxies.a.record("acct", "gpt-4o", OK, None, now) == []
     assert proxies.store_a.calls == 0
 
@@ -153,9 +163,9 @@ async def test_a_cooldown_opened_by_one_proxy_is_refused_by_the_other(proxies: P
     for _ in range(3):
         await proxies.a.record("acct", "gpt-4o", OVERLOADED, None, now)
     await until(lambda: (proxies.b.watched("acct", "gpt-4o") or 0.0) > now)
-    snapshot = await proxies.b.snapshot("acct", "gpt-4o", now)
-    assert snapshot is not None
-    assert snapshot.cooling_for("acct", "gpt-4o") is not None
+    refused = await proxies.b.admit("acct", "gpt-4o", now)
+    assert isinstance(refused, Cooldown)
+    assert refused.model == "gpt-4o"
 
 
 async def test_an_open_circuit_is_seen_by_the_other_proxy(proxies: Proxies) -> None:
@@ -163,9 +173,9 @@ async def test_an_open_circuit_is_seen_by_the_other_proxy(proxies: Proxies) -> N
     for _ in range(2):
         await proxies.a.record("acct", "gpt-4o", BAD_KEY, None, now)
     await until(lambda: (proxies.b.watched("acct", None) or 0.0) > now)
-    snapshot = await proxies.b.snapshot("acct", "gpt-4o", now)
-    assert snapshot is not None
-    assert snapshot.circuit("acct") is not None
+    refused = await proxies.b.admit("acct", "gpt-4o", now)
+    assert isinstance(refused, Cooldown)
+    assert refused.model is None
 
 
 async def test_a_success_elsewhere_resets_the_streak_once(proxies: Proxies) -> None:
@@ -200,9 +210,8 @@ async def test_a_cooldown_older_than_the_view_is_honoured(
     late = HealthView(proxies.raw, InProcessHealthFanout(), REGISTRY, SystemClock())
     await late.start()
     try:
-        snapshot = await late.snapshot("acct", "gpt-4o", time.time())
-        assert snapshot is not None
-        assert snapshot.cooling_for("acct", "gpt-4o") is not None
+        refused = await late.admit("acct", "gpt-4o", time.time())
+        assert isinstance(refused, Cooldown)
     finally:
         await late.stop()
 
@@ -220,7 +229,7 @@ async def test_while_the_news_cannot_arrive_every_request_asks_the_store() -> No
         assert not fanout.ready
         now = time.time()
         for _ in range(3):
-            assert await view.snapshot("acct", "gpt-4o", now) is not None
+            assert isinstance(await view.admit("acct", "gpt-4o", now), Admitted)
         assert counted.calls == 3
     finally:
         await view.stop()

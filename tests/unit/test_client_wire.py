@@ -108,3 +108,27 @@ def test_an_account_without_a_request_ceiling_reads_no_in_flight_count() -> None
     free, slots = parse.accounts(body).accounts
     assert (free.requests_in_flight, free.request_capacity) == (None, None)
     assert (slots.requests_in_flight, slots.request_capacity) == (3, 5)
+
+
+def test_transient_failures_are_those_where_nothing_reached_the_caller() -> None:
+    def upstream(status: int, code: str | None = None, **headers: str) -> httpx.HTTPStatusError:
+        request = httpx.Request("POST", "http://proxy/v1/chat/completions")
+        body = {"error": {"code": code}} if code else {}
+        response = httpx.Response(status, json=body, headers=headers, request=request)
+        return httpx.HTTPStatusError(str(status), request=request, response=response)
+
+    assert classify_failure(upstream(500)).transient
+    assert classify_failure(upstream(503, **{"retry-after": "2"})).transient
+    limited = classify_failure(upstream(429, **{"retry-after-ms": "250"}))
+    assert (limited.transient, limited.retry_after_s) == (True, 0.25)
+    assert not classify_failure(upstream(429)).transient  # no hint how long: hop
+    quota = upstream(429, "insufficient_quota", **{"retry-after": "1"})
+    assert not classify_failure(quota).transient
+    assert not classify_failure(upstream(401)).transient
+    reset = ProxyFailure(502, "upstream-unreachable", "", gateway=True)
+    assert classify_failure(reset).transient
+    assert not classify_failure(ProxyFailure(504, "upstream-timeout", "", gateway=True)).transient
+    # a failure inside a 200 stream: content may already be with the caller
+    assert not classify_failure(ProxyFailure(200, "overloaded_error", "in stream")).transient
+    request = httpx.Request("POST", "http://proxy/v1/chat/completions")
+    assert not classify_failure(httpx.ReadError("cut", request=request)).transient

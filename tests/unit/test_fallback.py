@@ -22,6 +22,8 @@ from leasegate.routing.fallback import (
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LINEAGE = Lineage("acme/web", "d-1", "gpt-4o")
+FALLBACK = "gpt-4.1"
+"""The cited model's declared context_fallback, where the tests pass one."""
 
 
 def _decision(**overrides: object) -> MintDecision:
@@ -60,9 +62,15 @@ evidence = st.builds(
     EvidenceSummary,
     has_terminal=st.booleans(),
     qualifying_request_id=st.one_of(st.none(), st.just("req_q")),
+    context_length_request_id=st.one_of(st.none(), st.just("req_ctx")),
 ).map(
-    # a qualifying row is a terminal row
-    lambda e: replace(e, has_terminal=e.has_terminal or e.qualifying_request_id is not None)
+    # a qualifying or context-length row is a terminal row
+    lambda e: replace(
+        e,
+        has_terminal=e.has_terminal
+        or e.qualifying_request_id is not None
+        or e.context_length_request_id is not None,
+    )
 )
 citations = st.builds(Citation, st.sampled_from(["retry", "supersede"]), st.just("md_cited"))
 hops = st.integers(0, 5)
@@ -73,6 +81,8 @@ def _grown(before: EvidenceSummary, after: EvidenceSummary) -> EvidenceSummary:
     return EvidenceSummary(
         has_terminal=before.has_terminal or after.has_terminal,
         qualifying_request_id=before.qualifying_request_id or after.qualifying_request_id,
+        context_length_request_id=before.context_length_request_id
+        or after.context_length_request_id,
     )
 
 
@@ -93,6 +103,7 @@ def test_every_input_gets_exactly_one_well_formed_answer(
         has_successor=has_successor,
         lineage=LINEAGE,
         max_hops=max_hops,
+        context_fallback=FALLBACK,
     )
     assert isinstance(answer, Authorised) != isinstance(answer, Refused)
     if isinstance(answer, Refused):
@@ -101,6 +112,9 @@ def test_every_input_gets_exactly_one_well_formed_answer(
     else:
         assert cited is not None
         assert answer.hop <= max(max_hops, cited.hop)
+
+
+lineages = st.sampled_from([LINEAGE, replace(LINEAGE, model=FALLBACK)])
 
 
 @given(
@@ -112,6 +126,7 @@ def test_every_input_gets_exactly_one_well_formed_answer(
     evidence,
     st.booleans(),
     hops,
+    lineages,
 )
 def test_a_rejection_stays_rejected_whatever_the_transient_facts(
     citation: Citation,
@@ -122,6 +137,7 @@ def test_a_rejection_stays_rejected_whatever_the_transient_facts(
     later: EvidenceSummary,
     lease_live: bool,
     other_hops: int,
+    lineage: Lineage,
 ) -> None:
     """Lease, evidence and budget change over time; a rejected citation never turns admissible."""
     first = authorise_fallback(
@@ -130,8 +146,9 @@ def test_a_rejection_stays_rejected_whatever_the_transient_facts(
         found,
         lease_live=True,
         has_successor=has_successor,
-        lineage=LINEAGE,
+        lineage=lineage,
         max_hops=max_hops,
+        context_fallback=FALLBACK,
     )
     if not (isinstance(first, Refused) and first.disposition == "rejected"):
         return
@@ -141,13 +158,14 @@ def test_a_rejection_stays_rejected_whatever_the_transient_facts(
         _grown(found, later),
         lease_live=lease_live,
         has_successor=has_successor,
-        lineage=LINEAGE,
+        lineage=lineage,
         max_hops=other_hops,
+        context_fallback=FALLBACK,
     )
     assert again == first
 
 
-@given(citations, decisions, evidence, st.booleans(), st.booleans(), hops, hops)
+@given(citations, decisions, evidence, st.booleans(), st.booleans(), hops, hops, lineages)
 def test_a_hold_never_hides_a_rejection(
     citation: Citation,
     cited: MintDecision | None,
@@ -156,6 +174,7 @@ def test_a_hold_never_hides_a_rejection(
     lease_live: bool,
     max_hops: int,
     other_hops: int,
+    lineage: Lineage,
 ) -> None:
     """With the evidence fixed, clearing the lease or raising the budget never reveals a
     rejection that was there all along: rejections are answered first."""
@@ -165,8 +184,9 @@ def test_a_hold_never_hides_a_rejection(
         found,
         lease_live=lease_live,
         has_successor=has_successor,
-        lineage=LINEAGE,
+        lineage=lineage,
         max_hops=max_hops,
+        context_fallback=FALLBACK,
     )
     if not (isinstance(first, Refused) and first.disposition == "held") or cited is None:
         return
@@ -176,10 +196,39 @@ def test_a_hold_never_hides_a_rejection(
         found,
         lease_live=False,
         has_successor=has_successor,
-        lineage=LINEAGE,
+        lineage=lineage,
         max_hops=other_hops,
+        context_fallback=FALLBACK,
     )
     assert not (isinstance(later, Refused) and later.disposition == "rejected")
+
+
+@given(decisions, evidence, hops, st.sampled_from([LINEAGE, replace(LINEAGE, model=FALLBACK)]))
+def test_only_a_context_length_row_licenses_the_fallback_model(
+    cited: MintDecision | None, found: EvidenceSummary, max_hops: int, lineage: Lineage
+) -> None:
+    """A hop may change model only to the cited model's context_fallback, only on a
+    context-length-exceeded row, from the top of that model's list; the same model never
+    hops on such a row."""
+    answer = authorise_fallback(
+        Citation("retry", "md_cited"),
+        cited,
+        found,
+        lease_live=False,
+        has_successor=False,
+        lineage=lineage,
+        max_hops=max_hops,
+        context_fallback=FALLBACK,
+    )
+    if cited is None or not isinstance(answer, Authorised):
+        return
+    if lineage.model == FALLBACK:
+        assert cited.model != FALLBACK  # FALLBACK is what the cited model declared
+        assert answer.authorised_by == found.context_length_request_id == "req_ctx"
+        assert (answer.start_position, answer.hop) == (0, cited.hop + 1)
+        assert answer.hop <= max_hops
+    else:
+        assert found.context_length_request_id is None
 
 
 @given(decisions, evidence, hops)
@@ -269,6 +318,35 @@ def test_clauses_in_spec_order() -> None:
     assert _answer(cited=_decision(hop=1)) == Refused("fallback-budget-exhausted", "held")
     assert _answer(max_hops=0) == Refused("fallback-budget-exhausted", "held")
     assert _answer() == Authorised(1, 1, "req_q")
+
+
+def test_the_context_fallback_clauses() -> None:
+    too_long = EvidenceSummary(
+        has_terminal=True, qualifying_request_id=None, context_length_request_id="req_ctx"
+    )
+    to_fallback = replace(LINEAGE, model=FALLBACK)
+    # the same model again: rejected, whatever else holds
+    assert _answer(evidence=too_long, lease_live=True) == Refused(
+        "fallback-context-length-exceeded", "rejected"
+    )
+    # the declared fallback: authorised from the top of its list, one hop spent
+    assert _answer(evidence=too_long, lineage=to_fallback, context_fallback=FALLBACK) == (
+        Authorised(0, 1, "req_ctx")
+    )
+    assert _answer(
+        evidence=too_long, lineage=to_fallback, context_fallback=FALLBACK, max_hops=0
+    ) == Refused("fallback-budget-exhausted", "held")
+    # another model, or none declared: lineage-mismatch; no context-length row (yet): held
+    assert _answer(evidence=too_long, lineage=to_fallback) == Refused(
+        "fallback-lineage-mismatch", "rejected"
+    )
+    assert _answer(lineage=to_fallback, context_fallback=FALLBACK) == Refused(
+        "fallback-not-authorised", "held"
+    )
+    supersede = Citation("supersede", "md_cited")
+    assert _answer(
+        citation=supersede, lineage=to_fallback, context_fallback=FALLBACK, evidence=NO_EVIDENCE
+    ) == Refused("fallback-lineage-mismatch", "rejected")
 
 
 def test_supersede_needs_no_evidence_and_no_budget() -> None:

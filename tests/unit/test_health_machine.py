@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 from hypothesis import given
@@ -12,6 +13,7 @@ from leasegate.routing.health import (
     HEALTHY,
     HealthState,
     account_health,
+    admit,
     cooldown_s,
     health_block,
     on_failure,
@@ -20,30 +22,25 @@ from leasegate.routing.health import (
 
 seconds = st.floats(min_value=0.001, max_value=1e6, allow_nan=False)
 retry_afters = st.none() | st.floats(min_value=0, max_value=1e7, allow_nan=False)
+jitters = st.floats(min_value=0, max_value=0.999, allow_nan=False)
 
 
-@given(trips=st.integers(1, 5000), base=seconds, cap=seconds, retry_after=retry_afters)
-def test_cooldown_stays_between_the_floor_and_the_ceiling(
-    trips: int, base: float, cap: float, retry_after: float | None
+@given(base=seconds, cap=seconds, retry_after=retry_afters, jitter=jitters)
+def test_a_window_stays_between_the_floor_and_the_ceiling(
+    base: float, cap: float, retry_after: float | None, jitter: float
 ) -> None:
-    value = cooldown_s(trips, base, cap, retry_after)
-    assert min(base, cap) <= value <= cap
+    value = cooldown_s(base, cap, retry_after, jitter)
+    assert min(base * (1 - jitter), cap) <= value <= cap
+    if retry_after is None:
+        assert value <= base  # the recovery bound: no window without a hint exceeds base
 
 
-@given(trips=st.integers(1, 5000), base=seconds, cap=seconds, retry_after=retry_afters)
-def test_cooldown_never_shrinks_with_more_trips(
-    trips: int, base: float, cap: float, retry_after: float | None
-) -> None:
-    assert cooldown_s(trips, base, cap, retry_after) <= cooldown_s(
-        trips + 1, base, cap, retry_after
-    )
-
-
-def test_cooldown_doubles_per_trip_up_to_the_cap_and_retry_after_wins_below_it() -> None:
-    assert [cooldown_s(t, 30, 600, None) for t in range(1, 8)] == [30, 60, 120, 240, 480, 600, 600]
-    assert cooldown_s(1, 30, 600, 90) == 90
-    assert cooldown_s(3, 30, 600, 90) == 120
-    assert cooldown_s(1, 30, 600, 3600) == 600
+def test_the_window_is_base_less_its_jitter_and_retry_after_wins_below_the_cap() -> None:
+    assert cooldown_s(30, 600, None, 0.0) == 30
+    assert cooldown_s(30, 600, None, 0.2) == 24
+    assert cooldown_s(30, 600, 90, 0.2) == 90
+    assert cooldown_s(30, 600, 3600, 0.0) == 600
+    assert cooldown_s(30, 600, 5, 0.0) == 30
 
 
 @dataclass(frozen=True)
@@ -86,9 +83,7 @@ def test_the_machine_under_any_sequence_of_events(script: list[Event], threshold
             state,
             now,
             threshold=threshold,
-            base_s=30,
-            max_s=600,
-            retry_after_s=event.amount,
+            cooldown_s=cooldown_s(30, 600, event.amount, 0.0),
             reason="http-503",
         )
         if before.active(now):
@@ -110,12 +105,10 @@ def test_the_machine_under_any_sequence_of_events(script: list[Event], threshold
         assert 0 <= state.streak < threshold
 
 
-def test_a_success_after_expiry_restarts_the_backoff() -> None:
+def test_a_success_after_expiry_resets_the_trips() -> None:
     state = HealthState(trips=3, until=1_000.0, reason="http-429")
     state, _ = on_success(state, 1_000.0)
-    tripped, change = on_failure(
-        state, 2_000.0, threshold=1, base_s=30, max_s=600, retry_after_s=None, reason="x"
-    )
+    tripped, change = on_failure(state, 2_000.0, threshold=1, cooldown_s=30, reason="x")
     assert change == "tripped"
     assert (tripped.trips, tripped.until) == (1, 2_030.0)
 
@@ -123,12 +116,33 @@ def test_a_success_after_expiry_restarts_the_backoff() -> None:
 def test_a_success_during_a_cooldown_leaves_it_and_its_trips_in_place() -> None:
     cooling = HealthState(trips=2, until=1_000.0, reason="http-429")
     assert on_success(cooling, 999.0) == (cooling, None)
-    # the next failure after expiry is still half-open: the next backoff step at once
-    tripped, change = on_failure(
-        cooling, 1_000.0, threshold=5, base_s=30, max_s=600, retry_after_s=None, reason="x"
-    )
-    assert (change, tripped.trips, tripped.until) == ("tripped", 3, 1_120.0)
+    # the next failure after expiry is still half-open: it trips again at once
+    tripped, change = on_failure(cooling, 1_000.0, threshold=5, cooldown_s=30, reason="x")
+    assert (change, tripped.trips, tripped.until) == ("tripped", 3, 1_030.0)
     assert on_success(cooling, 1_000.0) == (HEALTHY, "recovered")
+
+
+def test_half_open_admits_one_trial_whose_outcome_decides() -> None:
+    half_open = HealthState(trips=2, until=1_000.0, reason="http-503")
+    assert admit(half_open, 999.0, 30) == (half_open, "blocked")
+    trial, verdict = admit(half_open, 1_000.0, 30)
+    assert (verdict, trial.until, trial.trial, trial.trips) == ("trial", 1_030.0, True, 2)
+    assert admit(trial, 1_010.0, 30) == (trial, "blocked")  # one trial per window
+    # only the trial's own outcome ends the window early
+    assert on_success(trial, 1_010.0) == (replace(trial, streak=0), None)
+    assert on_failure(trial, 1_010.0, threshold=1, cooldown_s=30, reason="x") == (trial, None)
+    assert on_success(trial, 1_010.0, trial=True) == (HEALTHY, "recovered")
+    failed, change = on_failure(trial, 1_010.0, threshold=5, cooldown_s=24, reason="http-502")
+    assert (failed, change) == (trial, None)
+    failed, change = on_failure(
+        trial, 1_010.0, threshold=5, cooldown_s=24, reason="http-502", trial=True
+    )
+    assert change == "tripped"
+    assert (failed.trips, failed.until, failed.trial) == (3, 1_034.0, False)
+    assert failed.reason == "http-502"
+    # a trial that never reports frees the slot when its window ends
+    assert admit(trial, 1_030.0, 30)[1] == "trial"
+    assert admit(HEALTHY, 0.0, 30) == (HEALTHY, "pass")
 
 
 def _cooldown(account: str, model: str | None, until: float) -> Cooldown:
@@ -147,3 +161,81 @@ def test_the_circuit_is_checked_before_the_model() -> None:
     assert account_health(snapshot, "a") == "circuit-open"
     assert account_health(snapshot, "b") == "cooling"
     assert account_health(snapshot, "c") == "healthy"
+
+
+BASE, CAP = 30.0, 600.0
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("wait"), st.floats(0, 100, allow_nan=False)),
+        st.tuples(st.sampled_from(["admit", "trial-ok", "trial-fail", "fail", "succeed"]),
+                  st.just(0.0)),
+    ),
+    max_size=80,
+)  # fmt: skip
+
+
+@given(script=steps, threshold=st.integers(1, 4), jitter=st.floats(0, 0.5))
+def test_at_most_one_trial_per_window_whatever_happens(
+    script: list[tuple[str, float]], threshold: int, jitter: float
+) -> None:
+    """However requests, outcomes and time interleave, two trials are at least one window
+    apart: a pair that keeps failing costs one request per window."""
+    window = cooldown_s(BASE, CAP, None, jitter)
+    state, now, pending, trials = HEALTHY, 1_000.0, False, []
+    for kind, amount in script:
+        if kind == "wait":
+            now += amount
+        elif kind == "admit":
+            state, verdict = admit(state, now, window)
+            if verdict == "trial":
+                trials.append(now)
+                pending = True
+        elif kind in ("trial-ok", "trial-fail") and pending:
+            pending = False
+            if kind == "trial-ok":
+                state, _ = on_success(state, now, trial=True)
+            else:
+                state, _ = on_failure(
+                    state, now, threshold=threshold, cooldown_s=window, reason="x", trial=True
+                )
+        elif kind == "fail":
+            state, _ = on_failure(state, now, threshold=threshold, cooldown_s=window, reason="x")
+        elif kind == "succeed":
+            state, _ = on_success(state, now)
+    assert all(b - a >= window for a, b in itertools.pairwise(trials))
+
+
+@given(
+    failures=st.lists(st.floats(0, 500, allow_nan=False), min_size=1, max_size=30),
+    recovery_after=st.floats(0, 200, allow_nan=False),
+    every=st.floats(0.1, 10),
+    threshold=st.integers(1, 4),
+    jitter=st.floats(0, 0.5),
+)
+def test_a_recovered_upstream_carries_traffic_within_one_base_window(
+    failures: list[float], recovery_after: float, every: float, threshold: int, jitter: float
+) -> None:
+    """Any history of failures up to the recovery R; from R on, a request every `every`
+    seconds, each of which succeeds if it is let through: one gets through by R + base +
+    `every` (no upstream hint stretched a window)."""
+    window = cooldown_s(BASE, CAP, None, jitter)
+    state, now = HEALTHY, 0.0
+    for gap in failures:
+        now += gap
+        state, verdict = admit(state, now, window)
+        if verdict != "blocked":
+            state, _ = on_failure(
+                state, now, threshold=threshold, cooldown_s=window, reason="x",
+                trial=verdict == "trial",
+            )  # fmt: skip
+    recovered = now + recovery_after
+    now = recovered
+    while True:
+        state, verdict = admit(state, now, window)
+        if verdict != "blocked":
+            break
+        now += every
+    assert now <= recovered + BASE + every
+    state, _change = on_success(state, now, trial=verdict == "trial")
+    assert state == HEALTHY

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from leasegate.accounts import Account, Candidate, Registry
 from leasegate.core.errors import PassOver
+from leasegate.core.ports.health import Cooldown, HealthSnapshot
 from leasegate.routing.selection import Facts, NoneEligible, Selected, cooldown_scope, select
 
 
@@ -19,6 +20,26 @@ def _account(i: int, *, configured: bool = True, lease_capacity: int | None = No
         models={"m": f"served-{i}", "other": "other"},
         configured=configured,
         lease_capacity=lease_capacity,
+    )
+
+
+def _health(
+    now: float,
+    circuits: dict[str, float] | None = None,
+    cooling: dict[tuple[str, str], float] | None = None,
+) -> HealthSnapshot:
+    """What a store's snapshot read at `now` holds: only the entries still active then."""
+    return HealthSnapshot(
+        circuits={
+            a: Cooldown(a, None, until, "http-401", 1)
+            for a, until in (circuits or {}).items()
+            if until > now
+        },
+        cooling={
+            (a, m): Cooldown(a, m, until, "http-503", 1)
+            for (a, m), until in (cooling or {}).items()
+            if until > now
+        },
     )
 
 
@@ -39,8 +60,11 @@ def test_filters_in_spec_order_first_applicable_is_the_code() -> None:
     facts = Facts(
         now=100,
         admin_states={"acct-0": "disabled", "acct-1": "disabled", "acct-2": "draining"},
-        circuits={"acct-2": 200, "acct-3": 200},
-        cooling={("acct-3", "served-3"): 300, ("acct-4", "served-4"): 150},
+        health=_health(
+            100,
+            circuits={"acct-2": 200, "acct-3": 200},
+            cooling={("acct-3", "served-3"): 300, ("acct-4", "served-4"): 150},
+        ),
         leases_held={"acct-4": 1, "acct-5": 1},
     )
     outcome = select(_candidates(*accounts), facts)
@@ -59,14 +83,16 @@ def test_filters_in_spec_order_first_applicable_is_the_code() -> None:
 
 def test_cooling_is_per_served_model_and_expires_by_time() -> None:
     candidates = _candidates(_account(0))
-    cooling = Facts(now=10, cooling={("acct-0", "served-0"): 20})
+    until = {("acct-0", "served-0"): 20.0}
+    cooling = Facts(now=10, health=_health(10, cooling=until))
     refused = select(candidates, cooling)
     assert isinstance(refused, NoneEligible)
     assert refused.cooldown_scope == "model"
     assert refused.retry_after_s == 10
     other = Registry((_account(0),)).candidates("other")
     assert isinstance(select(other, cooling), Selected)
-    assert isinstance(select(candidates, Facts(now=20, cooling=cooling.cooling)), Selected)
+    later = Facts(now=20, health=_health(20, cooling=until))
+    assert isinstance(select(candidates, later), Selected)
 
 
 def test_scope_account_when_no_pass_over_was_cooling() -> None:

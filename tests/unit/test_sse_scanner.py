@@ -322,3 +322,83 @@ def test_scanning_costs_well_under_the_per_chunk_budget() -> None:
         scanner.close()
     per_chunk_ms = (time.process_time() - started) * 1000 / (streams * len(pieces))
     assert per_chunk_ms < 0.05
+
+
+# -- drop_malformed: whole events out, byte-exact, minus the ones that are not JSON ------------
+
+_GOOD_EVENTS = st.lists(
+    st.one_of(
+        st.text(max_size=20).map(lambda t: _chunk(t)),
+        st.just(b": keep-alive\n\n"),
+        st.just(b"event: ping\r\ndata: {\"type\": \"ping\"}\r\n\r\n"),
+        st.just(b"data: [DONE]\n\n"),
+    ),
+    max_size=12,
+)
+_BAD_EVENTS = st.sampled_from(
+    [
+        b'data: {"choices": [{"delta": {"content": "cut\n\n',
+        b"data: {not json}\n\n",
+        b'data: {"a": 1,}\n\n',
+        b"data: garbage\n\n",
+    ]
+)
+
+
+def _pieces(stream: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(stream) + 1) for c in cuts})
+    return [stream[a:b] for a, b in itertools.pairwise([0, *points, len(stream)])]
+
+
+def _filtered(stream: bytes, cuts: list[int]) -> tuple[bytes, StreamScanner]:
+    scanner = StreamScanner("openai", drop_malformed=True)
+    out = b"".join(scanner.feed(piece) for piece in _pieces(stream, cuts))
+    return out + scanner.close(), scanner
+
+
+@given(events=_GOOD_EVENTS, cuts=st.lists(st.integers(0, 10_000), max_size=8))
+def test_a_good_stream_passes_byte_exact_however_it_is_cut(
+    events: list[bytes], cuts: list[int]
+) -> None:
+    stream = b"".join(events)
+    out, scanner = _filtered(stream, cuts)
+    assert out == stream
+    assert scanner.malformed == 0
+
+
+@given(
+    events=_GOOD_EVENTS,
+    bad=st.lists(st.tuples(st.integers(0, 12), _BAD_EVENTS), min_size=1, max_size=3),
+    cuts=st.lists(st.integers(0, 10_000), max_size=8),
+)
+def test_malformed_data_events_are_dropped_and_counted(
+    events: list[bytes], bad: list[tuple[int, bytes]], cuts: list[int]
+) -> None:
+    mixed = list(events)
+    for position, event in sorted(bad, reverse=True):
+        mixed.insert(min(position, len(mixed)), event)
+    out, scanner = _filtered(b"".join(mixed), cuts)
+    assert out == b"".join(events)
+    assert scanner.malformed == len(bad)
+
+
+def test_an_unterminated_last_event_is_forwarded_as_it_came_unless_malformed() -> None:
+    out, _ = _filtered(_chunk("a") + b"data: [DONE]", [])
+    assert out == _chunk("a") + b"data: [DONE]"
+    out, scanner = _filtered(_chunk("a") + b'data: {"cut', [])
+    assert (out, scanner.malformed) == (_chunk("a"), 1)
+
+
+def test_a_malformed_error_event_still_reaches_the_caller() -> None:
+    event = b"event: error\ndata: overloaded\n\n"
+    out, scanner = _filtered(_chunk("a") + event, [])
+    assert out == _chunk("a") + event
+    assert scanner.error is not None
+
+
+def test_pass_through_returns_every_chunk_unchanged() -> None:
+    scanner = StreamScanner("openai")
+    bad = b'data: {"cut\n\n'  # counted by shape; pass-through parses only what it needs
+    assert [scanner.feed(p) for p in (b"data: {", b"}\n\n", bad)] == [b"data: {", b"}\n\n", bad]
+    assert scanner.close() == b""
+    assert scanner.malformed == 1

@@ -33,7 +33,7 @@ def _account(**timeouts: float | None) -> Account:
 
 
 def test_defaults_come_from_the_settings() -> None:
-    assert deadlines_for(_account(), Settings()) == Deadlines(30.0, None, 60.0)
+    assert deadlines_for(_account(), Settings()) == Deadlines(30.0, 120.0, 60.0)
     settings = Settings.model_validate(
         {
             "upstream_headers_timeout_s": 5,
@@ -56,7 +56,7 @@ def test_an_accounts_own_value_wins_field_by_field(
     )
     got = deadlines_for(account, Settings())
     assert got.headers_s == (30.0 if headers is None else headers)
-    assert got.first_token_s == first
+    assert got.first_token_s == (120.0 if first is None else first)
     assert got.idle_s == (60.0 if idle is None else idle)
 
 

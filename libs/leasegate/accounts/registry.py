@@ -34,6 +34,7 @@ _FIELDS = frozenset(
         "first_token_timeout_s",
         "stream_idle_timeout_s",
         "max_connections",
+        "pass_malformed_events",
     }
 )
 
@@ -61,6 +62,12 @@ class Account:
     stream_idle_timeout_s: float | None = None
     max_connections: int | None = None
     """Size of this account's own connection pool; None: the global default."""
+    pass_malformed_events: bool = False
+    """Relay a stream byte-exact, even data events that are not JSON (default: drop them)."""
+    context_windows: Mapping[str, int] = field(default_factory=dict)
+    """Requested name -> its declared context window in tokens (only where declared)."""
+    context_fallbacks: Mapping[str, str] = field(default_factory=dict)
+    """Requested name -> the requested model to hop to when its context is exceeded."""
     prices: Mapping[str, Prices] = field(default_factory=dict)
     """Requested name -> prices per million tokens, for the models that declare them."""
 
@@ -98,6 +105,14 @@ class Registry:
         object.__setattr__(self, "_by_id", {a.id: a for a in self.accounts})
         object.__setattr__(self, "_by_model", {m: tuple(c) for m, c in by_model.items()})
 
+    def context_fallback(self, model: str) -> str | None:
+        """The requested model a context-length failure of `model` may hop to (every account
+        declaring one for `model` names the same; `parse_accounts` checks)."""
+        for account in self.accounts:
+            if (fallback := account.context_fallbacks.get(model)) is not None:
+                return fallback
+        return None
+
     def candidates(self, model: str) -> tuple[Candidate, ...]:
         """Every account serving `model`, in registry order; empty when nobody does."""
         return self._by_model.get(model, ())
@@ -133,9 +148,23 @@ def parse_accounts(document: object, configured_envs: Set[str]) -> Registry:
             )
         seen.add(account.id)
         accounts.append(account)
+    _check_fallbacks(accounts)
     if currency is None and any(a.prices for a in accounts):
         raise AccountsFileError("accounts file: prices are given, so 'currency' must be named")
     return Registry(tuple(accounts), currency)
+
+
+def _check_fallbacks(accounts: list[Account]) -> None:
+    """Every `context_fallback` names a model some account serves, and all accounts agree."""
+    served = {model for account in accounts for model in account.models}
+    declared: dict[str, str] = {}
+    for account in accounts:
+        for model, fallback in account.context_fallbacks.items():
+            where = f"accounts file: account {account.id!r}: model {model!r}: 'context_fallback'"
+            if fallback not in served:
+                raise AccountsFileError(f"{where}: no account serves {fallback!r}")
+            if declared.setdefault(model, fallback) != fallback:
+                raise AccountsFileError(f"{where}: another account names {declared[model]!r}")
 
 
 def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Account:
@@ -161,14 +190,16 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
     credential_env = entry.get("credential_env")
     if not isinstance(credential_env, str) or not CREDENTIAL_ENV.fullmatch(credential_env):
         raise fail("credential_env", "must match LEASEGATE_CRED_[A-Z0-9_]+")
-    models, prices = _parse_models(entry.get("models"), fail)
+    specs = _parse_models(entry.get("models"), fail)
     return Account(
         id=raw_id,
         provider=cast("Provider", provider),
         base_url=base_url.rstrip("/"),
         credential_env=credential_env,
-        models=models,
-        prices=prices,
+        models=specs.served,
+        prices=specs.prices,
+        context_windows=specs.windows,
+        context_fallbacks=specs.fallbacks,
         configured=credential_env in configured_envs,
         lease_capacity=_capacity(entry.get("lease_capacity"), "lease_capacity", fail),
         request_capacity=_capacity(entry.get("request_capacity"), "request_capacity", fail),
@@ -180,6 +211,7 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
             entry.get("stream_idle_timeout_s"), "stream_idle_timeout_s", fail
         ),
         max_connections=_positive(entry.get("max_connections"), "max_connections", fail),
+        pass_malformed_events=_flag(entry.get("pass_malformed_events"), fail),
     )
 
 
@@ -192,9 +224,23 @@ def _is_http_url(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
 
 
-def _parse_models(raw: object, fail: _Fail) -> tuple[dict[str, str], dict[str, Prices]]:
-    """`models`: a list of names, or a mapping of requested name to either the served name or
-    an entry `{served: name, prices: {...}}`."""
+_MODEL_FIELDS = frozenset({"served", "context_window", "context_fallback", "prices"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Models:
+    """One account's `models:`, read once: requested name -> each declared fact."""
+
+    served: dict[str, str] = field(default_factory=dict)
+    windows: dict[str, int] = field(default_factory=dict)
+    fallbacks: dict[str, str] = field(default_factory=dict)
+    prices: dict[str, Prices] = field(default_factory=dict)
+
+
+def _parse_models(raw: object, fail: _Fail) -> _Models:
+    """`models`: a list of names, or a mapping of requested name -> served name, or ->
+    `{served, context_window, context_fallback, prices}` (all optional; served defaults to the
+    requested name)."""
     if isinstance(raw, list):
         pairs: list[tuple[object, object]] = [(m, m) for m in raw]
     elif isinstance(raw, Mapping):
@@ -203,40 +249,45 @@ def _parse_models(raw: object, fail: _Fail) -> tuple[dict[str, str], dict[str, P
         raise fail("models", "must be a mapping of requested -> served names, or a list")
     if not pairs:
         raise fail("models", "must name at least one model")
-    models: dict[str, str] = {}
-    prices: dict[str, Prices] = {}
-    for requested, entry in pairs:
-        served, priced = _model_entry(requested, entry, fail)
-        if not isinstance(requested, str) or not requested or not served:
+    specs = _Models()
+    for requested, value in pairs:
+        if not isinstance(requested, str) or not requested:
             raise fail("models", "model names must be non-empty strings")
-        if requested in models:
+        served: object = value
+        if isinstance(value, Mapping):
+            served = _model_entry(requested, value, specs, fail)
+        if not isinstance(served, str) or not served:
+            raise fail("models", "model names must be non-empty strings")
+        if requested in specs.served:
             raise fail("models", f"model {requested!r} is listed twice")
-        models[requested] = served
-        if priced is not None:
-            prices[requested] = priced
-    return models, prices
+        specs.served[requested] = served
+    return specs
 
 
-_MODEL_ENTRY_FIELDS = frozenset({"served", "prices"})
-
-
-def _model_entry(requested: object, entry: object, fail: _Fail) -> tuple[str, Prices | None]:
-    if isinstance(entry, str):
-        return entry, None
-    if not isinstance(entry, Mapping):
-        raise fail("models", "a model entry must be a served name or a mapping")
-    unknown = sorted(str(k) for k in entry if k not in _MODEL_ENTRY_FIELDS)
+def _model_entry(
+    requested: str, entry: Mapping[object, object], specs: _Models, fail: _Fail
+) -> object:
+    """One model's mapping form: records its window, fallback and prices; returns the served
+    name."""
+    unknown = sorted(str(k) for k in entry if k not in _MODEL_FIELDS)
     if unknown:
         raise fail("models", f"model {requested!r}: unknown field {unknown[0]!r}")
-    served = entry.get("served", requested)
-    if not isinstance(served, str):
-        raise fail("models", f"model {requested!r}: 'served' must be a model name")
-    if entry.get("prices") is None:
-        return served, None
-    try:
-        return served, parse_prices(entry["prices"])
-    except ValueError as exc:
-        raise fail("models", f"model {requested!r}: {exc}") from None
+    window = entry.get("context_window")
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise fail("models", f"model {requested!r}: context_window must be a positive integer")
+        specs.windows[requested] = window
+    fallback = entry.get("context_fallback")
+    if fallback is not None:
+        if not isinstance(fallback, str) or fallback in ("", requested):
+            raise fail("models", f"model {requested!r}: context_fallback must name another model")
+        specs.fallbacks[requested] = fallback
+    if entry.get("prices") is not None:
+        try:
+            specs.prices[requested] = parse_prices(entry["prices"])
+        except ValueError as exc:
+            raise fail("models", f"model {requested!r}: {exc}") from None
+    return entry.get("served", requested)
 
 
 def _capacity(raw: object, field_name: str, fail: _Fail) -> int | None:
@@ -252,6 +303,14 @@ def _positive(raw: object, field_name: str, fail: _Fail) -> int | None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
         raise fail(field_name, "must be null or a positive integer")
+    return raw
+
+
+def _flag(raw: object, fail: _Fail) -> bool:
+    if raw is None:
+        return False
+    if not isinstance(raw, bool):
+        raise fail("pass_malformed_events", "must be true or false")
     return raw
 
 

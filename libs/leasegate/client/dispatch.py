@@ -17,8 +17,10 @@ dispatch's live lease is revoked whenever the run ends, answer or not.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -37,9 +39,15 @@ Call = Callable[[str, str], Awaitable[T]]
 returns the answer, or raises on failure (an SDK with `base_url` at the proxy and the key as
 its API key, or the plain-httpx helpers of `leasegate.client.proxy`)."""
 
-TRANSPORT_FAILURES: tuple[type[BaseException], ...] = (httpx.HTTPError, ProxyFailure, OSError)
+TRANSPORT_FAILURES: tuple[type[BaseException], ...] = (
+    httpx.HTTPError,
+    ProxyFailure,
+    OSError,
+    json.JSONDecodeError,
+)
 """Exceptions a call may end with that `classify_failure` reads (OSError covers timeouts and
-broken connections). Anything else is a bug in the call and propagates unchanged."""
+broken connections; JSONDecodeError is an SDK choking on a garbled stream event). Anything
+else is a bug in the call and propagates unchanged."""
 
 
 def _utcnow() -> datetime:
@@ -60,6 +68,8 @@ class Dispatch(Generic[T]):
         deadline_s: float = 120.0,
         renew_within_s: float = 60.0,
         request_timeout_s: float = 10.0,
+        same_account_retries: int = 1,
+        retry_after_bound_s: float = 5.0,
         failures: tuple[type[BaseException], ...] = (),
         classify: Callable[[BaseException], Verdict] = classify_failure,
         idempotency_prefix: str | None = None,
@@ -69,6 +79,10 @@ class Dispatch(Generic[T]):
     ) -> None:
         """`deadline_s` bounds the whole run, every wait and request included.
         `renew_within_s`: renew the key before a call when it expires sooner than this.
+        `same_account_retries`: how many times a transient failure (`Verdict.transient`: a
+        5xx, a 429 with a `Retry-After`, a reset before any response byte) is retried on the
+        same lease before hopping; 0 hops at once. A wait the upstream asks for longer than
+        `retry_after_bound_s` hops instead. Each retry is noted in `Link.retried`.
         `failures`: more exception types a call may fail with, e.g. `(openai.APIError,)`.
         `idempotency_prefix`: names this run's mint attempts (`<prefix>/<n>`); random by
         default, set it to resume a run that crashed mid-mint."""
@@ -78,6 +92,10 @@ class Dispatch(Generic[T]):
         self.deadline_s = deadline_s
         self.renew_within_s = renew_within_s
         self.request_timeout_s = request_timeout_s
+        if same_account_retries < 0 or retry_after_bound_s < 0:
+            raise ValueError("same_account_retries and retry_after_bound_s must be >= 0")
+        self.same_account_retries = same_account_retries
+        self.retry_after_bound_s = retry_after_bound_s
         self.failures = TRANSPORT_FAILURES + failures
         self.classify = classify
         self.idempotency_prefix = idempotency_prefix
@@ -103,6 +121,7 @@ class Dispatch(Generic[T]):
 
     async def _drive(self, leases: Leases, call: Call[T]) -> DispatchResult[T]:
         lease = await leases.acquire(None)
+        retried = 0  # same-lease retries of `lease`
         while True:
             lease = await leases.fresh(lease)
             remaining = leases.deadline.remaining()
@@ -118,15 +137,29 @@ class Dispatch(Generic[T]):
                     leases.ended(lease, "deadline")
                     raise leases.fail("deadline", "deadline reached during the call") from error
                 verdict = self.classify(error)
+                if retried < self.same_account_retries and self._retry_here(verdict):
+                    retried += 1
+                    leases.retried(lease, verdict.reason)
+                    await leases.wait(verdict.retry_after_s or 0.0, verdict.reason)
+                    continue
                 leases.ended(lease, verdict.reason)
                 if verdict.action == "stop":
                     raise leases.fail("call-failed", f"no hop for {verdict.reason}") from error
                 if verdict.action == "again":
-                    await leases.wait(verdict.retry_after_s or 1.0, verdict.reason)
+                    wait = 1.0 if verdict.retry_after_s is None else verdict.retry_after_s
+                    await leases.wait(wait, verdict.reason)
                     continue
                 cited = Citation("retry", lease.link.mint_decision_id, lease.link.key_id)
                 await leases.revoke(lease.link.key_id)  # before the hop: one live lease
-                lease = await leases.acquire(cited)
+                if verdict.action == "fallback" and verdict.model:
+                    leases.identity = replace(leases.identity, model=verdict.model)
+                lease, retried = await leases.acquire(cited), 0
                 continue
             leases.ended(lease, None)
             return DispatchResult(answer, tuple(leases.chain))
+
+    def _retry_here(self, verdict: Verdict) -> bool:
+        """A transient failure, and any wait it asks for within the bound."""
+        if verdict.action != "hop" or not verdict.transient:
+            return False
+        return verdict.retry_after_s is None or verdict.retry_after_s <= self.retry_after_bound_s

@@ -88,6 +88,7 @@ class ProxyFailure(LeasegateError):
         *,
         retry_after_s: float | None = None,
         gateway: bool = False,
+        context_fallback: str | None = None,
     ) -> None:
         super().__init__(f"{status} {code or 'error'}: {message}")
         self.status = status
@@ -96,6 +97,8 @@ class ProxyFailure(LeasegateError):
         self.retry_after_s = retry_after_s
         self.gateway = gateway
         """True when the gateway itself refused (its envelope), not the upstream."""
+        self.context_fallback = context_fallback
+        """The model the proxy says to hop to: the request exceeded this model's context."""
 
 
 DispatchEnd = Literal["refused", "call-failed", "deadline"]

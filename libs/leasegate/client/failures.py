@@ -5,13 +5,22 @@ outside, which failures the gateway will have classified as qualifying, so that 
 asks for a hop only when one can be granted and stops at once when none ever will:
 
     hop    429/408/every 5xx, 401/402/403 of the upstream (account scope), a model-not-found 404,
-           an error event inside a 200 stream, a timeout or a broken connection, and the
-           proxy's own `model-cooling` / `circuit-open` refusals
+           an error event inside a 200 stream, a stream event the SDK could not decode
+           (`json.JSONDecodeError`), a timeout or a broken connection, and the proxy's own
+           `model-cooling` / `circuit-open` refusals
     again  the proxy refused for a moment on its own account (`account-request-capacity-
            exhausted`, `upstream-pool-exhausted`): not qualifying, so no hop; the same key
            may succeed after `retry_after_s`
+    fallback  the proxy named the model's `context_fallback` (`x-leasegate-context-fallback`)
+           on an upstream's context-length error: hop to that model
     stop   anything else: the caller's own request is at fault (400, 404, 413, 422 ...) or
            the key itself was refused (revoked, expired, disabled account)
+
+A hop verdict is also `transient` when no content can have reached the caller and the same
+lease may well succeed at once: an upstream 5xx or 429 answered with an error status (never a
+failure inside a 200 stream), or the proxy's `upstream-unreachable` (the upstream reset or
+refused the connection before any response byte). `Dispatch` retries those once on the same
+lease before hopping; a 429 only when it says how long to wait (`Retry-After`).
 
 Errors of the official SDKs are read by shape (`status_code`, `body`, the class names of
 their connection errors), so this package does not depend on them.
@@ -19,6 +28,7 @@ their connection errors), so this package does not depend on them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,13 +38,17 @@ import httpx
 from leasegate.client import wire
 from leasegate.client.errors import ProxyFailure
 
-Action = Literal["hop", "again", "stop"]
+Action = Literal["hop", "again", "stop", "fallback"]
 
 _HOP_STATUSES = frozenset({401, 402, 403, 408, 429})  # and every 5xx (Anthropic's 529 too)
 _HOP_GATEWAY_CODES = frozenset(
     {"model-cooling", "circuit-open", "upstream-timeout", "upstream-unreachable"}
 )
 _AGAIN_GATEWAY_CODES = frozenset({"account-request-capacity-exhausted", "upstream-pool-exhausted"})
+# a 429 or 5xx carrying one of these is a quota or credential fault: no same-lease retry
+_ACCOUNT_CODES = frozenset(
+    {"insufficient_quota", "billing_error", "insufficient_credits", "billing_hard_limit_reached"}
+)
 # the SDKs' connection failures (openai/anthropic APIConnectionError, APITimeoutError)
 _CONNECTION_CLASS_NAMES = frozenset({"APIConnectionError", "APITimeoutError"})
 
@@ -45,6 +59,10 @@ class Verdict:
     reason: str
     """A short description for the dispatch's chain (e.g. "status 429", "in-stream error")."""
     retry_after_s: float | None = None
+    transient: bool = False
+    """Worth one more try on the same lease: nothing reached the caller yet."""
+    model: str | None = None
+    """For "fallback": the model to hop to (the request exceeded this one's context)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +71,14 @@ class _Seen:
     code: str | None
     gateway: bool
     retry_after_s: float | None
+    context_fallback: str | None = None
 
 
 def classify_failure(error: BaseException) -> Verdict:
+    if isinstance(error, json.JSONDecodeError):
+        # an SDK could not decode a stream event (one the proxy relayed byte-exact): a stream
+        # failure after content may have reached the caller, not a bug in the call
+        return Verdict("hop", "stream: malformed event")
     seen = _seen(error)
     if seen is None:
         if _is_connection_failure(error):
@@ -68,18 +91,24 @@ def classify_failure(error: BaseException) -> Verdict:
 
 def _by_status(seen: _Seen) -> Verdict:
     label = f"status {seen.status}" + (f" {seen.code}" if seen.code else "")
+    if seen.context_fallback and not seen.gateway:
+        return Verdict("fallback", label, model=seen.context_fallback)
     if seen.status is None or seen.status < 300:
         # an error event inside a 200 stream: the provider's, or the one the proxy appends
         # when the upstream stalls or cuts the stream; either way qualifying evidence
         return Verdict("hop", "in-stream error" + (f" {seen.code}" if seen.code else ""))
     if seen.gateway:
         if seen.code in _HOP_GATEWAY_CODES:
-            return Verdict("hop", label, seen.retry_after_s)
+            transient = seen.code == "upstream-unreachable"
+            return Verdict("hop", label, seen.retry_after_s, transient=transient)
         if seen.code in _AGAIN_GATEWAY_CODES:
             return Verdict("again", label, seen.retry_after_s)
         return Verdict("stop", label)
     if seen.status in _HOP_STATUSES or seen.status >= 500:
-        return Verdict("hop", label, seen.retry_after_s)
+        transient = seen.status >= 500 or (seen.status == 429 and seen.retry_after_s is not None)
+        if seen.code in _ACCOUNT_CODES:
+            transient = False  # a quota or credential fault does not pass in a moment
+        return Verdict("hop", label, seen.retry_after_s, transient=transient)
     if seen.status == 404 and seen.code is not None and "model" in seen.code.lower():
         return Verdict("hop", label)
     return Verdict("stop", label)
@@ -88,7 +117,9 @@ def _by_status(seen: _Seen) -> Verdict:
 def _seen(error: BaseException) -> _Seen | None:
     """Status, code and origin of a failure that carried an HTTP answer; None otherwise."""
     if isinstance(error, ProxyFailure):
-        return _Seen(error.status, error.code, error.gateway, error.retry_after_s)
+        return _Seen(
+            error.status, error.code, error.gateway, error.retry_after_s, error.context_fallback
+        )
     if isinstance(error, httpx.HTTPStatusError):
         response = error.response
         try:
@@ -116,9 +147,12 @@ def _from_body(status: int, body: Any, headers: Mapping[str, str] | None) -> _Se
         value = error.get("retry_after_s")
         if isinstance(value, int | float) and not isinstance(value, bool):
             retry_after = float(value)
-    if retry_after is None and headers is not None:
-        retry_after = wire.retry_after_header(headers)
-    return _Seen(status, code, gateway, retry_after)
+    fallback = None
+    if headers is not None:
+        if retry_after is None:
+            retry_after = wire.retry_after_header(headers)
+        fallback = headers.get(wire.CONTEXT_FALLBACK_HEADER)
+    return _Seen(status, code, gateway, retry_after, fallback)
 
 
 def _is_connection_failure(error: BaseException) -> bool:

@@ -22,7 +22,7 @@ from leasegate.client.errors import (
     DispatchFailed,
     GatewayRefusal,
 )
-from leasegate.client.records import DecisionKind, Link, Minted
+from leasegate.client.records import DecisionKind, Evidence, Link, Minted
 from leasegate.client.wire import Operation
 
 T = TypeVar("T")
@@ -114,6 +114,12 @@ class Leases:
             raise self.fail("deadline", f"{why}: waiting {seconds:g}s would pass the deadline")
         await self.sleep(seconds)
 
+    def retried(self, lease: Lease, why: str) -> None:
+        """Note on the chain that `lease` is tried again after a transient failure."""
+        for i, link in enumerate(self.chain):
+            if link.mint_decision_id == lease.link.mint_decision_id:
+                self.chain[i] = replace(link, retried=(*link.retried, why))
+
     def ended(self, lease: Lease, why: str | None) -> None:
         """Note on the chain why the dispatch moves on from `lease`."""
         for i, link in enumerate(self.chain):
@@ -180,7 +186,7 @@ class Leases:
             await self.revoke(citation.key_id)
         if refusal.code == "fallback-not-authorised" and citation is not None:
             rows = await self.send(wire.evidence(decision_id=citation.decision_id))
-            if rows and not any(row.qualifying for row in rows):
+            if rows and not any(_licenses(row, self.identity) for row in rows):
                 # the proxy's rows are written and none qualifies: no wait will change that
                 raise self.fail("refused", "the failure does not qualify for a hop") from refusal
         await self.wait(wait, refusal.code)
@@ -259,6 +265,14 @@ class Leases:
             )
         except (ControlUnreachable, GatewayRefusal):
             pass  # the key still expires at its TTL; the run's own outcome matters more
+
+
+def _licenses(row: Evidence, identity: Identity) -> bool:
+    """Whether a written row can license this hop: a qualifying one, or for a hop to another
+    model (a context fallback) a context-length-exceeded one."""
+    return row.qualifying or (
+        row.outcome == "context-length-exceeded" and row.requested_model != identity.model
+    )
 
 
 def _hold_for(refusal: GatewayRefusal, citation: Citation | None) -> float | None:

@@ -63,8 +63,11 @@ def failure_of(response: httpx.Response) -> ProxyFailure:
     except ValueError:
         decoded = None
     error = decoded.get("error") if isinstance(decoded, dict) else None
+    fallback = response.headers.get(wire.CONTEXT_FALLBACK_HEADER)
     if not isinstance(error, dict):
-        return ProxyFailure(response.status_code, None, response.reason_phrase)
+        return ProxyFailure(
+            response.status_code, None, response.reason_phrase, context_fallback=fallback
+        )
     code = error.get("code") or error.get("type")
     retry_after = error.get("retry_after_s")
     return ProxyFailure(
@@ -75,6 +78,7 @@ def failure_of(response: httpx.Response) -> ProxyFailure:
         if isinstance(retry_after, int | float)
         else wire.retry_after_header(response.headers),
         gateway="disposition" in error,
+        context_fallback=fallback,
     )
 
 

@@ -167,6 +167,8 @@ class Link:
     ended: str | None = None
     """Why the dispatch moved on from this lease ("status 429", "in-stream error",
     "response-lost", "renewed", ...); None for the lease that gave the answer."""
+    retried: tuple[str, ...] = ()
+    """The transient failures this lease was retried after, in order ("status 503", ...)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,13 +196,21 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
     )
 
 
+CONTEXT_FALLBACK_HEADER = "x-leasegate-context-fallback"
+"""On an upstream's context-length error: the requested model a hop may switch to."""
+
+
 def retry_after_header(headers: Mapping[str, str]) -> float | None:
-    """`Retry-After` in seconds (the gateway sends delta-seconds, never a date)."""
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    """`retry-after-ms` (OpenAI's, sub-second) else `Retry-After`, in seconds (the gateway
+    sends delta-seconds, never a date; an upstream's date is not read)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            seconds = float(raw) * scale
+        except ValueError:
+            continue
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    return None

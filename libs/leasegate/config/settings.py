@@ -28,11 +28,11 @@ class Settings(BaseSettings):
     redis_prefix: str = Field(default="leasegate", pattern=r"^[A-Za-z0-9:_-]{1,64}$")
     """Namespace for every Redis key and channel, so one Redis can serve several gateways."""
     database_connect_timeout_s: PositiveSeconds = 3.0
-    """Opening a Postgres connection, and waiting for a pooled one."""
+    """Opening a Postgres connection."""
     database_command_timeout_s: PositiveSeconds = 5.0
     """One Postgres statement; past it the call fails and the request gets 503 `unavailable`."""
     redis_connect_timeout_s: PositiveSeconds = 2.0
-    """Opening a Redis connection, and waiting for a pooled one."""
+    """Opening a Redis connection."""
     redis_command_timeout_s: PositiveSeconds = 2.0
     """One Redis command's reply."""
     accounts_file: Path | None = None
@@ -46,8 +46,11 @@ class Settings(BaseSettings):
     account_failure_threshold: int = Field(default=2, ge=1)
     base_cooldown_s: PositiveSeconds = 30.0
     max_cooldown_s: PositiveSeconds = 600.0
+    cooldown_jitter: float = Field(default=0.2, ge=0.0, lt=1.0)
+    """Each cooldown window is shortened by base x a fraction drawn from [0, this)."""
     upstream_headers_timeout_s: PositiveSeconds = 30.0
-    first_token_timeout_s: PositiveSeconds | None = None
+    first_token_timeout_s: PositiveSeconds = 120.0
+    """Reasoning models send nothing that answers while they think: see upstream-failures.md."""
     stream_idle_timeout_s: PositiveSeconds = 60.0
     upstream_max_connections: int = Field(default=256, ge=1)
     """Default size of each account's own connection pool."""

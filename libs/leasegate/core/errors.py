@@ -56,6 +56,7 @@ CODES: dict[str, CodeInfo] = {
     "fallback-lineage-mismatch": CodeInfo(409, _CONFLICT, "rejected"),
     "fallback-cited-decision-superseded": CodeInfo(409, _CONFLICT, "rejected"),
     "fallback-response-was-not-lost": CodeInfo(409, _CONFLICT, "rejected"),
+    "fallback-context-length-exceeded": CodeInfo(409, _CONFLICT, "rejected"),
     "fallback-lease-still-held": CodeInfo(503, _UNAVAILABLE, "held"),
     "fallback-not-authorised": CodeInfo(503, _UNAVAILABLE, "held"),
     "fallback-budget-exhausted": CodeInfo(503, _UNAVAILABLE, "held"),

@@ -37,6 +37,8 @@ class Observation:
     """For kind == "refused": the gateway's own code (e.g. `model-cooling`)."""
     retry_after_s: float | None = None
     """The upstream's Retry-After, in seconds, when it sent one."""
+    context_length: bool = False
+    """The error payload says the request exceeded the model's context window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +53,9 @@ class Classification:
     e.g. `http-429`, `overloaded_error`, `insufficient_quota`, `connect-error`."""
     resets_streak: bool = False
     """A success resets the (account, served model) failure streak."""
+
+    @property
+    def health_scope(self) -> Scope | None:
+        """The scope the health store counts: a context-length failure has model scope on its
+        row but is no health failure (the request, not the upstream, was too big)."""
+        return None if self.outcome == "context-length-exceeded" else self.scope

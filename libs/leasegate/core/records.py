@@ -24,6 +24,7 @@ Outcome = Literal[
     "client-abort",
     "gateway-shutdown",
     "refused",
+    "context-length-exceeded",
 ]
 Scope = Literal["model", "account"]
 

@@ -1,8 +1,8 @@
 """One async engine per process, tuned per database.
 
-Postgres (production): every call has a deadline (`Deadlines`): opening a connection and
-waiting for a pooled one are bounded by `connect_s`, each statement by `command_s` (asyncpg's
-`timeout` and `command_timeout`). A partitioned database therefore fails a call within a few
+Postgres (production): every call has a deadline (`Deadlines`): opening a connection is
+bounded by `connect_s`, each statement by `command_s` (asyncpg's `timeout` and
+`command_timeout`). A partitioned database therefore fails a call within a few
 seconds (`TimeoutError`, answered 503 `unavailable`) instead of holding it for the partition's
 length; the pool pings a connection before lending it, so one that died with the database is
 replaced, not reused.
@@ -35,6 +35,9 @@ from sqlalchemy.pool import Pool, StaticPool
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PING_TIMEOUT_S = 2.0
+POOL_WAIT_S = 30.0
+"""A burst (hundreds of mints queued on one account's row lock) waits this long for a pooled
+connection; every holder is itself bounded by the deadlines, so a partition frees them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,8 @@ class Deadlines:
     """Postgres call deadlines; the defaults are those of `LEASEGATE_DATABASE_*_TIMEOUT_S`."""
 
     connect_s: float = 3.0
-    command_s: float = 5.0
+    command_s: float | None = 5.0
+    """None: statements are not bounded (migrations)."""
 
 
 def make_engine(
@@ -63,8 +67,13 @@ def make_engine(
         engine = create_async_engine(url, **options)
         _tune_sqlite(engine, wal=not in_memory)
         return engine
-    limits = deadlines or Deadlines()
-    options["connect_args"] = {"timeout": limits.connect_s, "command_timeout": limits.command_s}
+    # Without explicit deadlines (migrations, tools) a connection attempt is still bounded,
+    # but a statement may take as long as it needs: a migration must never be cut short.
+    limits = deadlines or Deadlines(command_s=None)
+    connect_args: dict[str, float] = {"timeout": limits.connect_s}
+    if limits.command_s is not None:
+        connect_args["command_timeout"] = limits.command_s
+    options["connect_args"] = connect_args
     if poolclass is not None:
         options["poolclass"] = poolclass
     else:
@@ -74,7 +83,7 @@ def make_engine(
         # reconnects. The pool is sized for a busy process so that connections are kept, not
         # opened and closed per request as overflow.
         options.update(
-            pool_size=20, max_overflow=10, pool_timeout=limits.connect_s, pool_recycle=1800
+            pool_size=20, max_overflow=10, pool_timeout=POOL_WAIT_S, pool_recycle=1800
         )
     return create_async_engine(url, **options)
 

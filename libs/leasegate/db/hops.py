@@ -17,9 +17,10 @@ class HopRepository:
         self._db = db
 
     async def evidence_summary(self, decision_id: str) -> EvidenceSummary:
-        """Whether any terminal row exists, and the earliest qualifying one's request id.
+        """Whether any terminal row exists, the earliest qualifying one's request id and the
+        earliest context-length-exceeded one's.
 
-        Two indexed point queries rather than loading every row: a long dispatch may have
+        Three indexed point queries rather than loading every row: a long dispatch may have
         made thousands of requests on one key.
         """
         of_decision = EvidenceRecordRow.mint_decision_id == decision_id
@@ -33,7 +34,17 @@ class HopRepository:
                 .order_by(EvidenceRecordRow.started_at, EvidenceRecordRow.request_id)
                 .limit(1)
             )
-        return EvidenceSummary(has_terminal=any_row is not None, qualifying_request_id=qualifying)
+            context_length = await session.scalar(
+                select(EvidenceRecordRow.request_id)
+                .where(of_decision, EvidenceRecordRow.outcome == "context-length-exceeded")
+                .order_by(EvidenceRecordRow.started_at, EvidenceRecordRow.request_id)
+                .limit(1)
+            )
+        return EvidenceSummary(
+            has_terminal=any_row is not None,
+            qualifying_request_id=qualifying,
+            context_length_request_id=context_length,
+        )
 
     async def live_key_of_dispatch(
         self, tenant: str, dispatch_id: str, now: datetime

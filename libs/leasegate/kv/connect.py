@@ -1,9 +1,10 @@
 """The one Redis client of a process: every call has a deadline, and a connection that died
 with a Redis restart is noticed before it fails a request.
 
-- `connect_s` bounds opening a connection and waiting for a pooled one; `command_s` bounds each
-  reply. A partitioned Redis fails a call within them (`redis.exceptions.TimeoutError`), which
-  the services answer 503 `unavailable`; the connection is then dropped, never reused.
+- `connect_s` bounds opening a connection, `command_s` each reply (a wait for a pooled
+  connection, rare with 512 of them, is bounded by `POOL_WAIT_S`). A partitioned Redis fails
+  a call within them (`redis.exceptions.TimeoutError`), which the services answer 503
+  `unavailable`; the connection is then dropped, never reused.
 - A command that meets a dead pooled connection (`ConnectionError`: Redis restarted, the
   socket was reset) is sent once more on a fresh connection. Timeouts are not retried, so a
   partition costs one deadline, not several.
@@ -26,6 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 HEALTH_CHECK_INTERVAL_S = 5
 MAX_CONNECTIONS = 512
+POOL_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +39,13 @@ class Deadlines:
 
 
 def redis_client(url: str, deadlines: Deadlines | None = None) -> aioredis.Redis:
-    """A client on a blocking pool: a burst of admissions waits briefly (at most `connect_s`)
-    for a connection rather than failing with MaxConnectionsError."""
+    """A client on a blocking pool: a burst of admissions waits briefly for a connection
+    rather than failing with MaxConnectionsError."""
     limits = deadlines or Deadlines()
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=MAX_CONNECTIONS,
-        timeout=limits.connect_s,
+        timeout=POOL_WAIT_S,
         socket_connect_timeout=limits.connect_s,
         socket_timeout=limits.command_s,
         socket_keepalive=True,

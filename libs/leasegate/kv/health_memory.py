@@ -8,11 +8,13 @@ since the last prune, so nothing accumulates and no background sweeper is needed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import (
+    Admitted,
     Cooldown,
     HealthPolicy,
     HealthSnapshot,
@@ -22,6 +24,8 @@ from leasegate.routing.health import (
     HEALTHY,
     HealthState,
     active_cooldown,
+    admit,
+    cooldown_s,
     on_failure,
     on_success,
     transition,
@@ -37,9 +41,16 @@ class _Stored:
     forget_at: float
 
 
+_SYSTEM_RANDOM = random.SystemRandom()
+
+
 class InProcessHealthStore:
-    def __init__(self, policy: HealthPolicy) -> None:
+    def __init__(
+        self, policy: HealthPolicy, *, rng: Callable[[], float] = _SYSTEM_RANDOM.random
+    ) -> None:
+        """`rng`: uniform in [0, 1), scaled by `policy.jitter` for each window drawn."""
         self._policy = policy
+        self._rng = rng
         self._entries: dict[_Key, _Stored] = {}
         self._prune_at_size = 1024
 
@@ -56,6 +67,20 @@ class InProcessHealthStore:
                 cooling[(account_id, model)] = found
         return HealthSnapshot(circuits=circuits, cooling=cooling)
 
+    async def admit(self, account_id: str, served_model: str, now: float) -> Admitted | Cooldown:
+        keys: tuple[_Key, _Key] = ((account_id, None), (account_id, served_model))
+        states = [self.state_of(account_id, model, now) for _, model in keys]
+        for (_, model), state in zip(keys, states, strict=True):
+            if (found := active_cooldown(account_id, model, state, now)) is not None:
+                return found  # the circuit first, then the pair; nothing claimed
+        claimed = []
+        for key, state in zip(keys, states, strict=True):
+            after, verdict = admit(state, now, self._window(None))
+            if verdict == "trial":
+                self._write(key, after, now)
+            claimed.append(verdict == "trial")
+        return Admitted(trial_pair=claimed[1], trial_circuit=claimed[0])
+
     async def record(
         self,
         account_id: str,
@@ -63,17 +88,21 @@ class InProcessHealthStore:
         classification: Classification,
         retry_after_s: float | None,
         now: float,
+        *,
+        trial: Admitted | None = None,
     ) -> list[HealthTransition]:
         if classification.resets_streak:
-            return self._succeed(account_id, served_model, now)
+            return self._succeed(account_id, served_model, now, trial or Admitted())
         policy = self._policy
-        match classification.scope:
+        match classification.health_scope:
             case "model":
                 key: _Key = (account_id, served_model)
                 threshold = policy.failure_threshold
+                was_trial = trial is not None and trial.trial_pair
             case "account":
                 key = (account_id, None)
                 threshold = policy.account_failure_threshold
+                was_trial = trial is not None and trial.trial_circuit
             case None:
                 return []
         before = self.state_of(account_id, key[1], now)
@@ -81,10 +110,9 @@ class InProcessHealthStore:
             before,
             now,
             threshold=threshold,
-            base_s=policy.base_cooldown_s,
-            max_s=policy.max_cooldown_s,
-            retry_after_s=retry_after_s,
+            cooldown_s=self._window(retry_after_s),
             reason=classification.reason or classification.outcome,
+            trial=was_trial,
         )
         if state is before:
             return []  # ignored during an active cooldown: nothing written, TTL unchanged
@@ -104,11 +132,16 @@ class InProcessHealthStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _succeed(self, account_id: str, model: str, now: float) -> list[HealthTransition]:
+    def _succeed(
+        self, account_id: str, model: str, now: float, trial: Admitted
+    ) -> list[HealthTransition]:
         transitions = []
-        for key in ((account_id, model), (account_id, None)):
+        for key, was_trial in (
+            ((account_id, model), trial.trial_pair),
+            ((account_id, None), trial.trial_circuit),
+        ):
             before = self.state_of(account_id, key[1], now)
-            after, change = on_success(before, now)
+            after, change = on_success(before, now, trial=was_trial)
             if after == HEALTHY:
                 self._entries.pop(key, None)  # healthy is simply absent
             elif after != before:
@@ -117,6 +150,11 @@ class InProcessHealthStore:
             if change is not None:
                 transitions.append(transition(change, account_id, key[1], before))
         return transitions
+
+    def _window(self, retry_after_s: float | None) -> float:
+        policy = self._policy
+        jitter = policy.jitter * self._rng() if policy.jitter else 0.0
+        return cooldown_s(policy.base_cooldown_s, policy.max_cooldown_s, retry_after_s, jitter)
 
     def _cooldown(self, account_id: str, model: str | None, now: float) -> Cooldown | None:
         return active_cooldown(account_id, model, self.state_of(account_id, model, now), now)

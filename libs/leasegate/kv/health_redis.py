@@ -1,7 +1,7 @@
 """The shared health store on Redis: every update is one Lua script, atomic across processes.
 
-Layout, one hash per entry (fields streak, trips, until, reason, forget), both under the
-account's hash tag (`leasegate.kv.keys`), so the record script touches one slot of a cluster:
+Layout, one hash per entry (fields streak, trips, until, reason, forget, trial), both under the
+account's hash tag (`leasegate.kv.keys`), so each script touches one slot of a cluster:
 
     {prefix}:{acct:<account id>}:health:m:<served model>    an (account, served model) pair
     {prefix}:{acct:<account id>}:health:c                   the account circuit
@@ -19,11 +19,13 @@ travel as `%.17g` strings so both sides compute bit-identical floats.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import (
+    Admitted,
     Cooldown,
     HealthPolicy,
     HealthSnapshot,
@@ -31,33 +33,48 @@ from leasegate.core.ports.health import (
 )
 from leasegate.kv import keys
 from leasegate.kv.redis_client import RedisClient
-from leasegate.routing.health import HEALTHY, Change, HealthState, active_cooldown, transition
+from leasegate.routing.health import (
+    HEALTHY,
+    Change,
+    HealthState,
+    active_cooldown,
+    cooldown_s,
+    transition,
+)
 
-# KEYS[1] pair hash, KEYS[2] circuit hash.
-# ARGV: op (success|model|account), now, threshold, base_s, max_s, retry_after_s ('' = none),
-#       reason, retention_s.
-# Returns {{which (1 pair, 2 circuit), change, until, trips, reason}, ...}.
-RECORD_LUA = """
-local now = tonumber(ARGV[2])
+_SYSTEM_RANDOM = random.SystemRandom()
+
+# Shared by both scripts: the state of one hash, read against the caller's `now`.
+_LOAD_LUA = """
+local now = tonumber(ARGV[1])
 local function num(x) return string.format('%.17g', x) end
 local function load(key)
-  local v = redis.call('HMGET', key, 'streak', 'trips', 'until', 'reason', 'forget')
+  local v = redis.call('HMGET', key, 'streak', 'trips', 'until', 'reason', 'forget', 'trial')
   if (tonumber(v[5]) or 0) <= now then
-    return 0, 0, 0, ''
+    return 0, 0, 0, '', false
   end
-  return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, v[4] or ''
+  return tonumber(v[1]) or 0, tonumber(v[2]) or 0, tonumber(v[3]) or 0, v[4] or '', v[6] == '1'
 end
 local function keep(key, till, retention)
   local forget = math.max(till, now) + retention
   redis.call('HSET', key, 'forget', num(forget))
   redis.call('PEXPIRE', key, math.ceil((forget - now) * 1000))
 end
+"""
 
-if ARGV[1] == 'success' then
+# KEYS[1] pair hash, KEYS[2] circuit hash.
+# ARGV: now, op (success|model|account), threshold, window_s (the cooldown if this trips),
+#       reason, retention_s, trial_pair ('1'|'0'), trial_circuit ('1'|'0').
+# Returns {{which (1 pair, 2 circuit), change, until, trips, reason}, ...}.
+RECORD_LUA = (
+    _LOAD_LUA
+    + """
+local trial_of = {ARGV[7] == '1', ARGV[8] == '1'}
+if ARGV[2] == 'success' then
   local out = {}
   for i = 1, 2 do
-    local streak, trips, till, reason = load(KEYS[i])
-    if till > now then
+    local streak, trips, till, reason, trial = load(KEYS[i])
+    if till > now and not (trial and trial_of[i]) then
       -- an active cooldown outlives a success from a request admitted before it tripped
       if streak > 0 then
         redis.call('HSET', KEYS[i], 'streak', 0)
@@ -72,30 +89,58 @@ if ARGV[1] == 'success' then
   return out
 end
 
-local which = (ARGV[1] == 'model') and 1 or 2
+local which = (ARGV[2] == 'model') and 1 or 2
 local key = KEYS[which]
-local threshold = tonumber(ARGV[3])
-local base, max_s = tonumber(ARGV[4]), tonumber(ARGV[5])
-local retry_after = tonumber(ARGV[6]) or 0
-local reason, retention = ARGV[7], tonumber(ARGV[8])
-local streak, trips, till = load(key)
-if till > now then
+local threshold, window = tonumber(ARGV[3]), tonumber(ARGV[4])
+local reason, retention = ARGV[5], tonumber(ARGV[6])
+local streak, trips, till, _, trial = load(key)
+if till > now and not (trial and trial_of[which]) then
   return {}
 end
 if trips == 0 and streak + 1 < threshold then
-  redis.call('HSET', key, 'streak', streak + 1, 'trips', 0, 'until', 0, 'reason', '')
+  redis.call('HSET', key, 'streak', streak + 1, 'trips', 0, 'until', 0, 'reason', '',
+             'trial', '0')
   keep(key, till, retention)
   return {}
 end
 trips = trips + 1
-local backoff = base * 2 ^ math.min(trips - 1, 1000)
-till = now + math.min(max_s, math.max(backoff, retry_after))
-redis.call('HSET', key, 'streak', 0, 'trips', trips, 'until', num(till), 'reason', reason)
+till = now + window
+redis.call('HSET', key, 'streak', 0, 'trips', trips, 'until', num(till), 'reason', reason,
+           'trial', '0')
 keep(key, till, retention)
 return {{tostring(which), 'tripped', num(till), tostring(trips), reason}}
 """
+)
 
-_FIELDS = ("streak", "trips", "until", "reason", "forget")
+# KEYS[1] circuit hash, KEYS[2] pair hash. ARGV: now, window_s, retention_s.
+# Returns {'blocked', which (1 circuit, 2 pair), until, reason, trips} or
+#         {'admitted', trial_circuit ('1'|'0'), trial_pair ('1'|'0')}.
+ADMIT_LUA = (
+    _LOAD_LUA
+    + """
+local window, retention = tonumber(ARGV[2]), tonumber(ARGV[3])
+local states = {}
+for i = 1, 2 do
+  local streak, trips, till, reason = load(KEYS[i])
+  if till > now then
+    return {'blocked', tostring(i), num(till), reason, tostring(trips)}
+  end
+  states[i] = trips
+end
+local out = {'admitted', '0', '0'}
+for i = 1, 2 do
+  if states[i] > 0 then
+    local till = now + window
+    redis.call('HSET', KEYS[i], 'until', num(till), 'trial', '1')
+    keep(KEYS[i], till, retention)
+    out[i + 1] = '1'
+  end
+end
+return out
+"""
+)
+
+_FIELDS = ("streak", "trips", "until", "reason", "forget", "trial")
 
 
 class RedisHealthStore:
@@ -106,12 +151,16 @@ class RedisHealthStore:
         policy: HealthPolicy,
         *,
         owns_client: bool = False,
+        rng: Callable[[], float] = _SYSTEM_RANDOM.random,
     ) -> None:
+        """`rng`: uniform in [0, 1), scaled by `policy.jitter` for each window drawn."""
+        self._rng = rng
         self._client = client
         self._prefix = prefix
         self._policy = policy
         self._owns_client = owns_client
         self._record = client.register_script(RECORD_LUA)
+        self._admit = client.register_script(ADMIT_LUA)
 
     def pair_key(self, account_id: str, model: str) -> str:
         return keys.pair_key(self._prefix, account_id, model)
@@ -146,6 +195,19 @@ class RedisHealthStore:
                 cooling[(account_id, model)] = found
         return HealthSnapshot(circuits=circuits, cooling=cooling)
 
+    async def admit(self, account_id: str, served_model: str, now: float) -> Admitted | Cooldown:
+        row = _texts(
+            await self._admit(
+                keys=[self.circuit_key(account_id), self.pair_key(account_id, served_model)],
+                args=[repr(now), repr(self._window(None)), repr(self._policy.retention_s)],
+            )
+        )
+        if row[0] == "blocked":
+            _, which, until, reason, trips = row
+            model = None if which == "1" else served_model
+            return Cooldown(account_id, model, float(until), reason, int(trips))
+        return Admitted(trial_pair=row[2] == "1", trial_circuit=row[1] == "1")
+
     async def record(
         self,
         account_id: str,
@@ -153,31 +215,32 @@ class RedisHealthStore:
         classification: Classification,
         retry_after_s: float | None,
         now: float,
+        *,
+        trial: Admitted | None = None,
     ) -> list[HealthTransition]:
         policy = self._policy
         if classification.resets_streak:
             op, threshold = "success", 0
-        elif classification.scope == "model":
+        elif classification.health_scope == "model":
             op, threshold = "model", policy.failure_threshold
-        elif classification.scope == "account":
+        elif classification.health_scope == "account":
             op, threshold = "account", policy.account_failure_threshold
         else:
             return []
-        retry_after = ""
-        if retry_after_s is not None and retry_after_s > 0:  # also drops NaN
-            # capping here changes nothing (the script caps too) but keeps `inf` off the wire
-            retry_after = repr(min(retry_after_s, policy.max_cooldown_s))
+        if retry_after_s is not None and not retry_after_s > 0:  # also drops NaN
+            retry_after_s = None
+        trial = trial or Admitted()
         rows = await self._record(
             keys=[self.pair_key(account_id, served_model), self.circuit_key(account_id)],
             args=[
-                op,
                 repr(now),
+                op,
                 threshold,
-                repr(policy.base_cooldown_s),
-                repr(policy.max_cooldown_s),
-                retry_after,
+                repr(self._window(retry_after_s)),
                 classification.reason or classification.outcome,
                 repr(policy.retention_s),
+                "1" if trial.trial_pair else "0",
+                "1" if trial.trial_circuit else "0",
             ],
         )
         transitions = []
@@ -193,6 +256,11 @@ class RedisHealthStore:
         rows = await self._read([key])
         return _parse_state(rows[0], now)
 
+    def _window(self, retry_after_s: float | None) -> float:
+        policy = self._policy
+        jitter = policy.jitter * self._rng() if policy.jitter else 0.0
+        return cooldown_s(policy.base_cooldown_s, policy.max_cooldown_s, retry_after_s, jitter)
+
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()
@@ -203,7 +271,7 @@ def _texts(row: Sequence[Any]) -> list[str]:
 
 
 def _parse_state(row: Sequence[Any], now: float) -> HealthState:
-    streak, trips, until, reason, forget = (
+    streak, trips, until, reason, forget, trial = (
         None if v is None else (v.decode() if isinstance(v, bytes) else str(v)) for v in row
     )
     if forget is None or float(forget) <= now:
@@ -213,6 +281,7 @@ def _parse_state(row: Sequence[Any], now: float) -> HealthState:
         trips=int(trips or 0),
         until=float(until or 0.0),
         reason=reason or "",
+        trial=trial == "1",
     )
 
 

@@ -17,11 +17,16 @@ never does (an `Observation` cannot even carry one).
 | connect, DNS or TLS failure                           | connect-error    | account | yes   |
 | connection dropped after the request went out, before | upstream-error   | model   | yes   |
 |   a status line (the request may be the cause)        |                  |         |       |
+| 4xx saying the context window was exceeded           | context-length-  | model*  | no**  |
+|   (OpenAI, Anthropic, OpenRouter shapes)              |  exceeded        |         |       |
 | any other 4xx                                         | upstream-error   | -       | no    |
 | client went away                                      | client-abort     | -       | no    |
 | stream cut by the gateway's shutdown after the drain  | gateway-shutdown | -       | no    |
 | refused `model-cooling` / `circuit-open`              | refused          | -       | yes   |
 | any other gateway refusal                             | refused          | -       | no    |
+
+* not a health failure (`Classification.health_scope` is None). ** qualifies only for a hop to
+the model's declared `context_fallback` (leasegate.routing.fallback).
 
 Provider notes. OpenAI puts `insufficient_quota` in both `type` and `code` of a 429 and
 `model_not_found` in the code of a 404. Anthropic names the class in `type`
@@ -96,6 +101,10 @@ def _classify_response(observation: Observation) -> Classification:
     status = observation.status
     if status is not None and 200 <= status < 300:
         return Classification("success", None, False, None, resets_streak=True)
+    if observation.context_length and status is not None and 400 <= status < 500:
+        # model scope on the row, yet no health failure and no ordinary hop: only a hop to
+        # the model's declared context_fallback (routing.fallback) may cite it
+        return Classification("context-length-exceeded", "model", False, "context_length_exceeded")
     names = _error_names(observation)
     if account_code := _first_in(names, ACCOUNT_CODES):
         return Classification("upstream-error", "account", True, account_code)

@@ -6,15 +6,24 @@ face is never first answered with a transient a retry loop would hammer:
 
     fallback-lineage-unknown              held      no such decision
     fallback-cited-decision-not-selected  rejected  the cited mint was refused: no lease to move on
-    fallback-lineage-mismatch             rejected  other tenant, dispatch or effective model
+    fallback-lineage-mismatch             rejected  other tenant or dispatch, or another model
+                                                    than the cited one or (retry) its declared
+                                                    context_fallback
     fallback-cited-decision-superseded    rejected  it already has a successor: chains never branch
     fallback-response-was-not-lost        rejected  supersede, but its key reached an upstream
+    fallback-context-length-exceeded      rejected  retry of the same model whose cited row says
+                                                    the context window was exceeded: every
+                                                    account of it would fail the same way
     fallback-lease-still-held             held      its lease is live: revoke first
-    fallback-not-authorised               held      retry without a qualifying terminal row
+    fallback-not-authorised               held      retry without a qualifying terminal row (a
+                                                    context-fallback hop: without a
+                                                    context-length-exceeded row)
     fallback-budget-exhausted             held      retry past the hop ceiling
 
 The verdict is only ever a start position and a hop: the candidate list is recomputed by the
-caller from the same model, and every live filter still applies at every position.
+caller from the request's model, and every live filter still applies at every position. The
+one hop that changes model, to the cited model's `context_fallback`, starts that model's list
+at position 0 and spends one hop like any other retry.
 """
 
 from __future__ import annotations
@@ -51,6 +60,9 @@ class EvidenceSummary:
     """Any terminal row at all: the key reached the proxy, so the mint response was not lost."""
     qualifying_request_id: str | None
     """The first row whose outcome qualifies for a hop (SPEC §4), or None."""
+    context_length_request_id: str | None = None
+    """The first `context-length-exceeded` row, or None: it qualifies a context-fallback hop
+    only."""
 
 
 NO_EVIDENCE = EvidenceSummary(has_terminal=False, qualifying_request_id=None)
@@ -79,30 +91,40 @@ def authorise_fallback(
     has_successor: bool,
     lineage: Lineage,
     max_hops: int,
+    context_fallback: str | None = None,
 ) -> Authorised | Refused:
-    """The first clause that applies answers; past all of them the hop is authorised."""
+    """The first clause that applies answers; past all of them the hop is authorised.
+    `context_fallback`: the cited model's declared fallback, if any."""
     if cited is None:
         return Refused("fallback-lineage-unknown", "held")
     if cited.outcome != "selected" or cited.fallback_position is None:
         return Refused("fallback-cited-decision-not-selected", "rejected")
-    if (cited.tenant, cited.dispatch_id, cited.model) != (
-        lineage.tenant,
-        lineage.dispatch_id,
-        lineage.model,
+    to_fallback = (
+        citation.kind == "retry"
+        and context_fallback is not None
+        and lineage.model == context_fallback != cited.model
+    )
+    if (cited.tenant, cited.dispatch_id) != (lineage.tenant, lineage.dispatch_id) or (
+        cited.model != lineage.model and not to_fallback
     ):
         return Refused("fallback-lineage-mismatch", "rejected")
     if has_successor:
         return Refused("fallback-cited-decision-superseded", "rejected")
     if citation.kind == "supersede" and evidence.has_terminal:
         return Refused("fallback-response-was-not-lost", "rejected")
+    if citation.kind == "retry" and not to_fallback and evidence.context_length_request_id:
+        return Refused("fallback-context-length-exceeded", "rejected")
     if lease_live:
         return Refused("fallback-lease-still-held", "held")
     if citation.kind == "supersede":
         # recovering a lost response: the same place in the list, no budget spent
         return Authorised(cited.fallback_position, cited.hop, None)
-    if evidence.qualifying_request_id is None:
+    licence = evidence.context_length_request_id if to_fallback else evidence.qualifying_request_id
+    if licence is None:
         return Refused("fallback-not-authorised", "held")
     if cited.hop + 1 > max_hops:
         return Refused("fallback-budget-exhausted", "held")
+    if to_fallback:
+        return Authorised(0, cited.hop + 1, licence)  # another model: its list from the top
     # past the account whose failure licensed the hop: it can never be re-selected
-    return Authorised(cited.fallback_position + 1, cited.hop + 1, evidence.qualifying_request_id)
+    return Authorised(cited.fallback_position + 1, cited.hop + 1, licence)

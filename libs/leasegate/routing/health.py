@@ -3,17 +3,31 @@
 One `HealthState` tracks either an (account, served model) pair against the failure
 threshold, or an account circuit against the account failure threshold:
 
-    healthy --failure x threshold--> cooling (trips=1, until=now+cooldown_s(1))
-    cooling --failure--------------> cooling (ignored: a cooldown is never extended)
-    cooling --success--------------> cooling (streak=0; the cooldown and its trips stay)
-    cooling --time passes----------> half-open (trips>0, until<=now)
-    half-open --failure------------> cooling (trips+1, the next backoff step, at once)
-    half-open --success------------> healthy (trips=0: "recovered", the cooldown has ended)
-    healthy --success--------------> healthy (streak=0)
+    healthy   --failure x threshold--> cooling (trips=1, until=now+window)
+    cooling   --failure--------------> cooling (ignored: a cooldown is never extended)
+    cooling   --success--------------> cooling (streak=0; the cooldown and its trips stay)
+    cooling   --time passes----------> half-open (trips>0, until<=now)
+    half-open --admit----------------> trial (until=now+window, trial=True): the one request
+                                       let through; every other one is refused until it ends
+    trial     --trial success--------> healthy (trips=0: "recovered")
+    trial     --trial failure--------> cooling (trips+1, until=now+window)
+    trial     --time passes----------> half-open (a trial that never reported frees the slot)
+    half-open --failure--------------> cooling (trips+1, at once: no new streak needed)
+    half-open --success--------------> healthy ("recovered")
+    healthy   --success--------------> healthy (streak=0)
+
+The window does not grow with the trips: `window = base x (1 - jitter)`, raised to the
+upstream's `Retry-After`, capped at the maximum. Cost of a pair that keeps failing: at most
+one trial per window, across every proxy (the store admits it atomically); delay before a
+recovered pair carries traffic again: at most one base window. `jitter` is a fraction the
+store draws per window, so pairs tripped together do not all come back at the same instant.
 
 A success while a cooldown is active can only come from a request admitted before the trip;
-it says nothing about the upstream *now*, so it must not cut the cooldown short (SPEC §4: "a
-success after expiry resets the trips").
+it says nothing about the upstream *now*, so it must not cut the cooldown short. The trial's
+own success is the exception: it was admitted after the window ended.
+
+Eligibility is one rule, `HealthState.active`: selection (through `active_cooldown` and
+`health_block`) and the proxy's admission (through `admit`) both ask only that.
 
 The Redis store runs the same machine in Lua (`leasegate.kv.health_redis`); the contract
 suite in tests/contract proves the two agree.
@@ -32,10 +46,8 @@ from leasegate.core.ports.health import (
 )
 
 Change = Literal["tripped", "recovered"]
+Admission = Literal["pass", "trial", "blocked"]
 AccountHealth = Literal["healthy", "cooling", "circuit-open"]
-
-# 2**1000 is still a finite float; beyond it the product would overflow the power operator.
-_MAX_EXPONENT = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,24 +55,37 @@ class HealthState:
     streak: int = 0
     """Consecutive failures since the last success or trip."""
     trips: int = 0
-    """Cooldowns started since the last success after expiry; > 0 after expiry: half-open."""
+    """Cooldowns started since the last recovery; > 0 after expiry: half-open."""
     until: float = 0.0
-    """Epoch seconds the current cooldown ends; 0 if it never tripped."""
+    """Epoch seconds the current cooldown (or trial window) ends; 0 if it never tripped."""
     reason: str = ""
     """The reason of the failure that last tripped it."""
+    trial: bool = False
+    """A trial request was admitted and `until` is the end of its window."""
 
     def active(self, now: float) -> bool:
+        """Whether requests are refused: the one eligibility rule, for selection and proxy."""
         return self.until > now
 
 
 HEALTHY = HealthState()
 
 
-def cooldown_s(trips: int, base_s: float, max_s: float, retry_after_s: float | None) -> float:
-    """min(max, max(base * 2^(trips-1), Retry-After)): backoff per trip, the upstream's hint
-    honoured but never beyond the ceiling."""
-    backoff = base_s * 2.0 ** min(max(trips - 1, 0), _MAX_EXPONENT)
-    return min(max_s, max(backoff, retry_after_s or 0.0))
+def cooldown_s(base_s: float, max_s: float, retry_after_s: float | None, jitter: float) -> float:
+    """min(max, max(base x (1 - jitter), Retry-After)): the window, shortened by the drawn
+    jitter fraction (0 <= jitter < 1), the upstream's hint honoured but never beyond the cap."""
+    window = base_s * (1.0 - jitter)
+    return min(max_s, max(window, retry_after_s or 0.0))
+
+
+def admit(state: HealthState, now: float, window_s: float) -> tuple[HealthState, Admission]:
+    """May a request go to the upstream now? A half-open state lets exactly one through (the
+    trial) and closes behind it for `window_s`."""
+    if state.active(now):
+        return state, "blocked"
+    if state.trips == 0:
+        return state, "pass"
+    return replace(state, until=now + window_s, trial=True), "trial"
 
 
 def on_failure(
@@ -68,23 +93,23 @@ def on_failure(
     now: float,
     *,
     threshold: int,
-    base_s: float,
-    max_s: float,
-    retry_after_s: float | None,
+    cooldown_s: float,
     reason: str,
+    trial: bool = False,
 ) -> tuple[HealthState, Change | None]:
-    if state.active(now):
+    """`trial`: the failure is the outcome of a request `admit` let through as the trial."""
+    if state.active(now) and not (trial and state.trial):
         return state, None
-    half_open = state.trips > 0
-    if not half_open and state.streak + 1 < threshold:
+    if state.trips == 0 and state.streak + 1 < threshold:
         return replace(state, streak=state.streak + 1), None
     trips = state.trips + 1
-    until = now + cooldown_s(trips, base_s, max_s, retry_after_s)
-    return HealthState(streak=0, trips=trips, until=until, reason=reason), "tripped"
+    return HealthState(trips=trips, until=now + cooldown_s, reason=reason), "tripped"
 
 
-def on_success(state: HealthState, now: float) -> tuple[HealthState, Change | None]:
-    if state.active(now):
+def on_success(
+    state: HealthState, now: float, *, trial: bool = False
+) -> tuple[HealthState, Change | None]:
+    if state.active(now) and not (trial and state.trial):
         return replace(state, streak=0), None
     return HEALTHY, ("recovered" if state.trips > 0 else None)
 
@@ -113,17 +138,21 @@ def active_cooldown(
 # -- selection's view ---------------------------------------------------------------------
 
 
+BlockCode = Literal["circuit-open", "model-cooling"]
+
+
+def block_code(cooldown: Cooldown) -> BlockCode:
+    """The refusal code of a blocking cooldown, at mint and at the proxy alike."""
+    return "circuit-open" if cooldown.model is None else "model-cooling"
+
+
 def health_block(
     snapshot: HealthSnapshot, account_id: str, served_model: str
-) -> tuple[Literal["circuit-open", "model-cooling"], Cooldown] | None:
-    """Selection filters 4 and 5 (and the proxy's refusal): the circuit first, then the pair."""
-    circuit = snapshot.circuit(account_id)
-    if circuit is not None:
-        return "circuit-open", circuit
-    cooling = snapshot.cooling_for(account_id, served_model)
-    if cooling is not None:
-        return "model-cooling", cooling
-    return None
+) -> tuple[BlockCode, Cooldown] | None:
+    """Selection filters 4 and 5: the circuit first, then the pair. The proxy's admission
+    (`admit`, run by the store) applies the same rule in the same order."""
+    blocking = snapshot.circuit(account_id) or snapshot.cooling_for(account_id, served_model)
+    return None if blocking is None else (block_code(blocking), blocking)
 
 
 def account_health(snapshot: HealthSnapshot, account_id: str) -> AccountHealth:

@@ -18,6 +18,10 @@ from typing import Literal
 
 from leasegate.accounts import Candidate
 from leasegate.core.errors import PassOver
+from leasegate.core.ports.health import HealthSnapshot
+from leasegate.routing.health import health_block
+
+NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
 
 AdminState = Literal["enabled", "disabled", "draining"]
 
@@ -31,10 +35,8 @@ class Facts:
     now: float
     admin_states: Mapping[str, AdminState] = field(default_factory=dict)
     """Missing accounts are enabled."""
-    circuits: Mapping[str, float] = field(default_factory=dict)
-    """account id -> when its open circuit closes."""
-    cooling: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    """(account id, served model) -> when its cooldown ends."""
+    health: HealthSnapshot = NO_COOLDOWNS
+    """The active cooldowns and circuits of the candidates, read at `now`."""
     leases_held: Mapping[str, int] = field(default_factory=dict)
     admin_revision: int = 0
     """The audit chain's length the admin states were folded from; the commit re-checks it."""
@@ -64,12 +66,11 @@ def filter_code(candidate: Candidate, facts: Facts, *, renewal: bool = False) ->
         return "administratively-disabled"
     if state == "draining":
         return "administratively-draining"
-    if facts.circuits.get(account.id, 0.0) > facts.now:
-        return "circuit-open"
+    blocked = health_block(facts.health, account.id, candidate.served_model)
+    if blocked is not None and (blocked[0] == "circuit-open" or not renewal):
+        return blocked[0]  # a renewal is refused by an open circuit only
     if renewal:
         return None
-    if facts.cooling.get((account.id, candidate.served_model), 0.0) > facts.now:
-        return "model-cooling"
     capacity = account.lease_capacity
     if capacity is not None and facts.leases_held.get(account.id, 0) >= capacity:
         return "lease-capacity-exhausted"
@@ -118,10 +119,10 @@ def _soonest_retry(
     served = {c.account.id: c.served_model for c in candidates}
     ends: list[float] = []
     for skip in passed_over:
-        if skip.code == "circuit-open":
-            ends.append(facts.circuits[skip.account_id])
-        elif skip.code == "model-cooling":
-            ends.append(facts.cooling[(skip.account_id, served[skip.account_id])])
+        if skip.code in ("circuit-open", "model-cooling"):
+            blocked = health_block(facts.health, skip.account_id, served[skip.account_id])
+            if blocked is not None:
+                ends.append(blocked[1].until)
     if ends:
         return max(0.0, min(ends) - facts.now)
     if any(p.code == "lease-capacity-exhausted" for p in passed_over):

@@ -3,7 +3,7 @@
     headers      from the moment a pooled connection is in hand to the status line
                  (`UpstreamClients.send`; a miss is a 504 `upstream-timeout`)
     first token  from the first body read to the first event that carries the answer
-                 (unset: the idle deadline governs the first read too)
+                 (default 120 s; the idle deadline does not apply before it)
     idle         the longest wait for any next chunk of the body
 
 The client's own read timeout is off on purpose: it would apply the same number to the headers

@@ -27,6 +27,7 @@ from email.utils import parsedate_to_datetime
 
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
+from leasegate.upstream.context_length import context_length_exceeded
 from leasegate.upstream.errors import (
     DroppedAfterSend,
     HeadersTimeout,
@@ -105,13 +106,20 @@ def response_observation(
     """A complete response: a success, or an error status with its payload's identifiers."""
     if status < 400:
         return Observation(kind="response", status=status)
-    error_type, error_code = error_fields(body)
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        obj = None
+    if not isinstance(obj, dict):
+        obj = {}
+    error_type, error_code = error_fields_of(obj)
     return Observation(
         kind="response",
         status=status,
         error_type=error_type,
         error_code=error_code,
         retry_after_s=retry_after_seconds(headers, now),
+        context_length=status < 500 and context_length_exceeded(obj),
     )
 
 

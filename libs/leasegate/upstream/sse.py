@@ -9,6 +9,10 @@ parsed and confirmed, so generated text that happens to contain a marker changes
 Malformed data is counted by shape (a JSON object must start with `{` and end with `}`), plus
 any event that passed the gate and failed to parse: a cheap check that catches cut or garbled
 chunks without parsing every one.
+
+With `drop_malformed`, `feed` returns what to forward instead of the chunk: whole events only
+(an event's bytes are held until its blank line), each byte-exact, minus every data event that
+is not valid JSON (then every event is parsed once). A caller's SDK never sees the garbled one.
 """
 
 from __future__ import annotations
@@ -82,19 +86,24 @@ class StreamScanner:
         "_event",
         "_gate",
         "_partial",
+        "_pending",
         "answering",
         "completed",
         "dialect",
+        "drop_malformed",
         "error",
         "events",
         "malformed",
         "usage",
     )
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, *, drop_malformed: bool = False) -> None:
         if dialect not in DIALECTS:
             raise ValueError(f"unknown SSE dialect {dialect!r}")
         self.dialect: Dialect = dialect
+        self.drop_malformed = drop_malformed
+        self._pending: list[bytes] = []
+        """drop_malformed: the lines of the event not yet ended."""
         self.usage = Usage()
         self.error: StreamError | None = None
         self.completed = False
@@ -106,13 +115,15 @@ class StreamScanner:
         self._data: list[bytes] = []
         self._event = b""
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> bytes:
+        """Scan `chunk`; returns what to forward: the chunk itself, or with `drop_malformed`
+        the events it completed, minus malformed data events."""
         end = chunk.rfind(b"\n")
         if end < 0:
             if chunk:
                 # No line ends here: keep the piece; it is joined once, when its line ends.
                 self._partial.append(chunk)
-            return
+            return b"" if self.drop_malformed else chunk
         if self._partial:
             self._partial.append(chunk[:end])
             block = b"".join(self._partial)
@@ -121,6 +132,8 @@ class StreamScanner:
             block = chunk[:end]
         if end + 1 < len(chunk):
             self._partial.append(chunk[end + 1 :])
+        if self.drop_malformed:
+            return self._filter(block)
         # The line loop is inlined: it runs for every line of every stream.
         for line in block.split(b"\n"):
             if line.startswith(b"data:"):
@@ -132,15 +145,53 @@ class StreamScanner:
             elif line.startswith(b"event:"):
                 self._event = line[6:].strip()
             # id:, retry: and comment lines (": keep-alive") carry nothing we record.
+        return chunk
 
-    def close(self) -> None:
-        """The stream ended: account for a last line or event with no terminator."""
-        if self._partial:
-            self.feed(b"\n")
-        if self._data:
-            self._dispatch()
+    def _filter(self, block: bytes) -> bytes:
+        """The line loop of `feed` for `drop_malformed`: whole events out, bad ones dropped."""
+        out: list[bytes] = []
+        pending = self._pending
+        for line in block.split(b"\n"):
+            pending.append(line)
+            if line.startswith(b"data:"):
+                self._data.append(line[5:])
+            elif not line or line == b"\r":
+                keep = self._dispatch() if self._data else True
+                self._event = b""
+                if keep:
+                    out.extend(pending)
+                pending.clear()
+            elif line.startswith(b"event:"):
+                self._event = line[6:].strip()
+        return b"".join(line + b"\n" for line in out)
 
-    def _dispatch(self) -> None:
+    def close(self) -> bytes:
+        """The stream ended: account for a last line or event with no terminator; returns
+        what is still to forward (with `drop_malformed`, that event unless it is malformed)."""
+        rest = b"".join(self._partial)
+        self._partial.clear()
+        if not self.drop_malformed:
+            if rest:
+                self.feed(rest + b"\n")
+            if self._data:
+                self._dispatch()
+            return b""
+        lines, self._pending = self._pending, []
+        if rest:
+            lines.append(rest)
+            if rest.startswith(b"data:"):
+                self._data.append(rest[5:])
+            elif rest.startswith(b"event:"):
+                self._event = rest[6:].strip()
+        keep = self._dispatch() if self._data else True
+        if not keep or not lines:
+            return b""
+        text = b"\n".join(lines)
+        return text if rest else text + b"\n"
+
+    def _dispatch(self) -> bool:
+        """Record one event; False when it is to be dropped: its data is not a JSON object
+        (an error event is never dropped, whatever its data)."""
         data = self._data
         payload = (data[0] if len(data) == 1 else b"\n".join(data)).strip()
         self._data = []
@@ -151,21 +202,24 @@ class StreamScanner:
         if payload == _DONE:
             if self.dialect != "anthropic":
                 self.completed = True
-            return
+            return True
         if not (payload.startswith(b"{") and payload.endswith(b"}")):
             self.malformed += 1
             if event == _ERROR_EVENT:
                 self._record_error(None, None)
-            return
-        if event != _ERROR_EVENT and self._gate(payload) is None:
-            return
+            return event == _ERROR_EVENT  # an error event still reaches the caller
+        if event != _ERROR_EVENT and not self.drop_malformed and self._gate(payload) is None:
+            return True
         try:
             obj = json.loads(payload)
         except (ValueError, RecursionError):
             self.malformed += 1
-            return
-        if not isinstance(obj, dict):
-            return
+            return event == _ERROR_EVENT
+        if isinstance(obj, dict) and (event == _ERROR_EVENT or self._gate(payload) is not None):
+            self._record(event, obj)
+        return True
+
+    def _record(self, event: bytes, obj: dict[str, object]) -> None:
         if event == _ERROR_EVENT:
             self._record_error(*error_fields_of(obj))
         elif self.dialect == "openai":

@@ -87,6 +87,7 @@ def health_policy(config: Config) -> HealthPolicy:
         account_failure_threshold=s.account_failure_threshold,
         base_cooldown_s=s.base_cooldown_s,
         max_cooldown_s=s.max_cooldown_s,
+        jitter=s.cooldown_jitter,
     )
 
 

@@ -38,6 +38,10 @@ _MESSAGES = {
     "fallback-lineage-mismatch": "the cited decision belongs to another tenant, dispatch or model",
     "fallback-cited-decision-superseded": "the cited decision already has a successor",
     "fallback-response-was-not-lost": "the cited decision's key already reached the proxy",
+    "fallback-context-length-exceeded": (
+        "the cited request exceeded the model's context window: every account of it would "
+        "fail the same way; hop to the model's context_fallback instead"
+    ),
     "fallback-lease-still-held": "the cited decision's lease is still live: revoke it first",
     "fallback-not-authorised": "no qualifying terminal evidence for the cited decision (yet)",
     "fallback-budget-exhausted": "this hop would exceed LEASEGATE_MAX_FALLBACK_HOPS",
@@ -64,6 +68,7 @@ async def authorise_hop(runtime: ControlRuntime, body: MintBody, start: Start) -
         has_successor=cited is not None and cited.successor_id is not None,
         lineage=Lineage(body.tenant, body.dispatch_id, body.model),
         max_hops=runtime.settings.max_fallback_hops,
+        context_fallback=runtime.registry.context_fallback(cited.model) if cited else None,
     )
     if isinstance(verdict, Authorised):
         return await _continue_chain(

@@ -54,8 +54,7 @@ class ControlRuntime:
             now=epoch,
             admin_states=admin_states,
             admin_revision=admin_revision,
-            circuits={a: c.until for a, c in snapshot.circuits.items()},
-            cooling={pair: c.until for pair, c in snapshot.cooling.items()},
+            health=snapshot,
             leases_held=leases,
         )
 

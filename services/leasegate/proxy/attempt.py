@@ -7,6 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from leasegate.core.observation import Classification, Observation
+from leasegate.core.ports.health import Admitted
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.core.text import MODEL_NAME_MAX, safe_optional
 from leasegate.upstream.sse import Usage
@@ -27,6 +28,8 @@ class Attempt:
     usage: Usage = field(default_factory=Usage)
     malformed_chunks: int = 0
     slot_account: str | None = None
+    health_trial: Admitted | None = None
+    """Set when the health store let this request through as a half-open trial."""
     """Set while this attempt holds a request slot on that account."""
     feeds_health: bool = True
     """False for an endpoint that is not a completion (see Endpoint.completion)."""

@@ -16,6 +16,7 @@ from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
 from leasegate.core.ports.capacity import SlotStoreError
+from leasegate.core.ports.health import Cooldown
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
 from leasegate.proxy.attempt import Attempt
@@ -24,7 +25,7 @@ from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
-from leasegate.routing.health import health_block
+from leasegate.routing.health import block_code
 from leasegate.upstream.caller_headers import check_header_cap
 from leasegate.upstream.errors import UpstreamError
 from leasegate.upstream.failures import send_failure
@@ -57,9 +58,9 @@ async def forward(
         key, account = await _admit_key(runtime, endpoint, attempt, token)
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
-        payload = await _rewrite_body(content_type, body, attempt, key)
+        payload = await _rewrite_body(runtime, content_type, body, attempt, key)
         await runtime.spend.check(key)
-        await _check_health(runtime, key)
+        await _check_health(runtime, attempt, key)
         await _take_slot(runtime, attempt, account)
     except ClientGone:
         # The caller hung up while its body was being read: one row, nobody to answer.
@@ -136,7 +137,7 @@ def _wanted_headers(
 
 
 async def _rewrite_body(
-    content_type: str | None, read: Body, attempt: Attempt, key: KeyRecord
+    runtime: ProxyRuntime, content_type: str | None, read: Body, attempt: Attempt, key: KeyRecord
 ) -> bytes:
     """The body to send upstream, `model` set to the served name (always re-encoded: the
     upstream reads exactly what was checked, duplicate keys included)."""
@@ -152,26 +153,31 @@ async def _rewrite_body(
     attempt.stream = body.stream
     if (refusal := model_problem(body.model)) is not None:
         raise refusal
-    if body.model not in (key.model, key.served_model):
+    if body.model not in (key.model, key.served_model) and (
+        runtime.registry.context_fallback(body.model) != key.model
+    ):
+        # a key minted for a model's context_fallback also takes the original model's name,
+        # so a worker that keeps sending it reaches the larger window unchanged
         raise GatewayError("model-not-permitted", "this key may not call that model")
     body.fields["model"] = key.served_model
     return encode_body(body.fields)
 
 
-async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> None:
+async def _check_health(runtime: ProxyRuntime, attempt: Attempt, key: KeyRecord) -> None:
+    """The store admits or refuses atomically; a half-open pair or circuit lets exactly one
+    request through (the trial), which says so when it records its outcome."""
     now = runtime.clock.now().timestamp()
-    snapshot = await runtime.health.snapshot(key.account_id, key.served_model, now)
-    if snapshot is None:
-        return  # the local view vouches for the pair and its circuit: no round trip
-    blocked = health_block(snapshot, key.account_id, key.served_model)
-    if blocked is not None:
-        code, cooldown = blocked
-        subject = key.account_id if cooldown.model is None else f"{key.account_id}/{cooldown.model}"
+    admission = await runtime.health.admit(key.account_id, key.served_model, now)
+    if isinstance(admission, Cooldown):
+        model = admission.model
+        subject = key.account_id if model is None else f"{key.account_id}/{model}"
         raise GatewayError(
-            code,
-            f"{subject} is resting after failures ({cooldown.reason})",
-            retry_after_s=max(0.0, cooldown.until - now),
+            block_code(admission),
+            f"{subject} is resting after failures ({admission.reason})",
+            retry_after_s=max(0.0, admission.until - now),
         )
+    if admission.trial:
+        attempt.health_trial = admission
 
 
 async def _take_slot(runtime: ProxyRuntime, attempt: Attempt, account: Account) -> None:

@@ -7,7 +7,8 @@ per account circuit, what is known to be not clean:
     watched[key] = 0.0          a failure streak may be running (a failure was recorded here
                                 or elsewhere): the next success must reset it in the store
     watched[key] = until > 0    a cooldown was opened (until then) or may be: requests ask the
-                                store for the exact rule before going upstream
+                                store to admit them (the exact rule, half-open trials
+                                included) before going upstream
     watched[key] = inf          unknown (start-up, or the subscription just (re)connected):
                                 ask the store until it has been read
 
@@ -31,9 +32,10 @@ from leasegate.accounts import Registry
 from leasegate.core.clock import Clock
 from leasegate.core.observation import Classification
 from leasegate.core.ports.health import (
+    Admitted,
+    Cooldown,
     HealthFanout,
     HealthNews,
-    HealthSnapshot,
     HealthStore,
     HealthTransition,
 )
@@ -43,6 +45,8 @@ log = logging.getLogger("leasegate.proxy")
 
 Key = tuple[str, str | None]
 """(account_id, served model); model None: the account circuit."""
+
+_ADMITTED = Admitted()
 
 
 class HealthView:
@@ -80,16 +84,16 @@ class HealthView:
         """What the view holds for a key (None: clean), for tests and diagnostics."""
         return self._watched.get((account_id, model))
 
-    async def snapshot(self, account_id: str, model: str, now: float) -> HealthSnapshot | None:
-        """The store's snapshot of the pair and its circuit when the view cannot vouch for
-        them; None (no round trip) when both are clean or only a streak may run."""
+    async def admit(self, account_id: str, model: str, now: float) -> Admitted | Cooldown:
+        """`HealthStore.admit`, answered here without a round trip when the pair and its
+        circuit are clean or only a streak may run on them (no cooldown, no trial to claim)."""
         watched = self._watched
         if (
             watched
             and (watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0))
         ) or not self._fanout.ready:
-            return await self.store.snapshot([(account_id, model)], now)
-        return None
+            return await self.store.admit(account_id, model, now)
+        return _ADMITTED
 
     async def record(
         self,
@@ -98,24 +102,34 @@ class HealthView:
         classification: Classification,
         retry_after_s: float | None,
         now: float,
+        *,
+        trial: Admitted | None = None,
     ) -> list[HealthTransition]:
-        """`HealthStore.record`, skipped for a success on clean keys."""
+        """`HealthStore.record`, skipped for a success on clean keys (a trial is never
+        clean: it was admitted by the store on a watched key)."""
         pair, circuit = (account_id, model), (account_id, None)
         watched = self._watched
         if classification.resets_streak:
-            if pair not in watched and circuit not in watched:
+            if trial is None and pair not in watched and circuit not in watched:
                 return []
             transitions = await self.store.record(
-                account_id, model, classification, retry_after_s, now
+                account_id, model, classification, retry_after_s, now, trial=trial
             )
             for key in (pair, circuit):
                 if watched.get(key, 0.0) <= now:  # no cooldown left on it
                     watched.pop(key, None)
             return transitions
-        if classification.scope is None:
+        scope = classification.health_scope
+        if scope is None:
+            if trial is not None:  # a trial must report back whatever its outcome
+                return await self.store.record(
+                    account_id, model, classification, retry_after_s, now, trial=trial
+                )
             return []
-        transitions = await self.store.record(account_id, model, classification, retry_after_s, now)
-        key = pair if classification.scope == "model" else circuit
+        transitions = await self.store.record(
+            account_id, model, classification, retry_after_s, now, trial=trial
+        )
+        key = pair if scope == "model" else circuit
         until = max(
             (t.until for t in transitions if t.until is not None and t.model == key[1]),
             default=0.0,

@@ -66,12 +66,12 @@ class KeyResolver:
         try:
             record = await self._reader.get_key(key_id)
         except STORE_ERRORS:
+            # The database cannot answer: for the next STALE_GRACE_S, known keys do not wait
+            # for its deadline, and a key this process already knows keeps serving. resolve()
+            # still refuses it once expired or revoked (fan-out lands in the deny list).
+            self._database_out_until = self._clock.monotonic() + STALE_GRACE_S
             if hit is None:
                 raise
-            # The database cannot answer: a key this process already knows keeps serving, and
-            # for the next STALE_GRACE_S known keys do not wait for the database's deadline.
-            # resolve() still refuses it once expired or revoked (fan-out lands in the deny list).
-            self._database_out_until = now + STALE_GRACE_S
             return hit[0]
         if record is not None and record.revoked_at is None and key_id not in self._revoked:
             self._cache[key_id] = (record, now + self._ttl_s)

@@ -1,9 +1,12 @@
 """Responses that relay the upstream's answer and then end the attempt exactly once.
 
-`StreamRelay` passes SSE bytes through unchanged as they arrive; a scanner watches them for
-usage, error events and the end-of-answer marker without re-encoding anything. A client that
-goes away is noticed by a watcher on `receive`, which cancels the relay; the upstream response
-is closed and the attempt finished under a shield, whatever ended the stream.
+`StreamRelay` passes SSE events through unchanged as they complete; a scanner watches them
+for usage, error events and the end-of-answer marker without re-encoding anything, and drops
+a data event that is not valid JSON (counted in `malformed_chunks`, logged once per request)
+unless the account sets `pass_malformed_events`, which relays every byte as it arrives. A
+client that goes away is noticed by a watcher on `receive`, which cancels the relay; the
+upstream response is closed and the attempt finished under a shield, whatever ended the
+stream.
 
 Both relays read the body under the account's first-token and idle deadlines
 (upstream/deadlines.py). A stream that stalls or is cut before its answer is complete gets an
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 import anyio
 from starlette.responses import JSONResponse, Response
@@ -37,12 +41,17 @@ from leasegate.upstream.failures import (
 )
 from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
 
+log = logging.getLogger("leasegate.proxy")
+
+CONTEXT_FALLBACK_HEADER = b"x-leasegate-context-fallback"
+
 SHUTDOWN_MESSAGE = "the gateway is shutting down and ended this stream after its drain time"
 END_EVENT_TIMEOUT_S = 1.0
 
 _PASSED_HEADERS = (
     "content-type",
     "retry-after",
+    "retry-after-ms",
     "x-request-id",
     "request-id",
     "openai-processing-ms",
@@ -138,6 +147,10 @@ class BufferedRelay(_Relay):
                 return
             headers = _response_headers(attempt, upstream)
             headers.append((b"content-length", str(len(body)).encode()))
+            if observation.context_length and attempt.key is not None:
+                if fallback := runtime.registry.context_fallback(attempt.key.model):
+                    # where Dispatch may hop now: the one hop that changes model
+                    headers.append((CONTEXT_FALLBACK_HEADER, fallback.encode()))
             await send(
                 {"type": "http.response.start", "status": upstream.status, "headers": headers}
             )
@@ -151,7 +164,9 @@ class StreamRelay(_Relay):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
-        scanner = StreamScanner(self._endpoint.dialect)
+        account = runtime.registry.account(attempt.key.account_id) if attempt.key else None
+        drop = account is None or not account.pass_malformed_events
+        scanner = StreamScanner(self._endpoint.dialect, drop_malformed=drop)
         observation = Observation("client-abort", status=upstream.status)
         task = asyncio.current_task()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task))
@@ -179,6 +194,15 @@ class StreamRelay(_Relay):
             if not attempt.finished:
                 attempt.usage = scanner.usage
                 attempt.malformed_chunks = scanner.malformed
+            if drop and scanner.malformed:
+                log.warning(
+                    "malformed stream events dropped",
+                    extra={
+                        "request_id": attempt.request_id,
+                        "account_id": account.id if account else None,
+                        "dropped": scanner.malformed,
+                    },
+                )
             await _close_and_finish(runtime, attempt, upstream, observation)
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
@@ -190,13 +214,14 @@ class StreamRelay(_Relay):
                 chunk := await reader.next(awaiting_first_token=not scanner.answering)
             ) is not None:
                 had_error = scanner.error is not None
-                scanner.feed(chunk)
+                out = scanner.feed(chunk)
                 if scanner.error is not None and not had_error:
                     # an in-stream error: its row is durable before the caller reads it
                     await self._finish_first(scanner, stream_observation(scanner, status))
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if out:
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamStalled as stalled:
-            scanner.close()
+            await self._flush(scanner, send)
             if scanner.completed or scanner.error is not None:
                 return stream_observation(scanner, status)  # the answer (or its error) is out
             waited = "a first token" if stalled.phase == "first-token" else "the next chunk"
@@ -206,7 +231,7 @@ class StreamRelay(_Relay):
             await self._append_error(send, "upstream-timeout", message)
             return timeout
         except BodyFailed as exc:
-            scanner.close()
+            await self._flush(scanner, send)
             if scanner.completed or scanner.error is not None:
                 return stream_observation(scanner, status)
             cut = stream_failure(exc, status)
@@ -215,7 +240,7 @@ class StreamRelay(_Relay):
             return cut
         finally:
             reader.close()
-        scanner.close()
+        await self._flush(scanner, send)
         observation = stream_observation(scanner, status)
         if observation.kind == "truncated":
             await self._finish_first(scanner, observation)
@@ -239,6 +264,11 @@ class StreamRelay(_Relay):
             async with asyncio.timeout(END_EVENT_TIMEOUT_S):
                 await self._append_error(send, code, message)
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _flush(self, scanner: StreamScanner, send: Send) -> None:
+        """The upstream is done: forward what the scanner still holds (a last event)."""
+        if rest := scanner.close():
+            await send({"type": "http.response.body", "body": rest, "more_body": True})
 
     async def _append_error(self, send: Send, code: str, message: str) -> None:
         event = error_event(self._endpoint.dialect, code, message)

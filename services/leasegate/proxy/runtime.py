@@ -67,9 +67,8 @@ class ProxyRuntime:
         except STORE_ERRORS as exc:
             # the row (with its tokens and cost) is queued either way; the running total misses it
             log.error("spend record failed", extra={"error": type(exc).__name__})
-        if key is None or not attempt.feeds_health:
-            return
-        if classification.scope is None and not classification.resets_streak:
+        signal = classification.health_scope is not None or classification.resets_streak
+        if key is None or not attempt.feeds_health or not signal:
             return
         try:
             transitions: list[HealthTransition] = await self.health.record(
@@ -78,6 +77,7 @@ class ProxyRuntime:
                 classification,
                 observation.retry_after_s,
                 self.clock.now().timestamp(),
+                trial=attempt.health_trial,
             )
         except STORE_ERRORS as exc:
             # The row is queued either way; only this request's health signal is lost.

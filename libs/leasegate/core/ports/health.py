@@ -33,6 +33,19 @@ class Cooldown:
 
 
 @dataclass(frozen=True, slots=True)
+class Admitted:
+    """The proxy may call the upstream; `trial_*`: this request is the one trial let through
+    for the pair (or the circuit), and must say so when it records its outcome."""
+
+    trial_pair: bool = False
+    trial_circuit: bool = False
+
+    @property
+    def trial(self) -> bool:
+        return self.trial_pair or self.trial_circuit
+
+
+@dataclass(frozen=True, slots=True)
 class HealthSnapshot:
     """Only entries active at the snapshot's `now` (until > now)."""
 
@@ -75,12 +88,16 @@ class HealthPolicy:
     """Consecutive account-scope failures that open the account circuit."""
     base_cooldown_s: float = 30.0
     max_cooldown_s: float = 600.0
+    jitter: float = 0.0
+    """Each cooldown window is shortened by base x a fraction drawn from [0, jitter)."""
 
     def __post_init__(self) -> None:
         if self.failure_threshold < 1 or self.account_failure_threshold < 1:
             raise ValueError("failure thresholds must be at least 1")
         if self.base_cooldown_s <= 0 or self.max_cooldown_s <= 0:
             raise ValueError("cooldowns must be positive")
+        if not 0.0 <= self.jitter < 1.0:
+            raise ValueError("jitter must be in [0, 1)")
 
     @property
     def retention_s(self) -> float:
@@ -93,6 +110,11 @@ class HealthStore(Protocol):
         """Active cooldowns for these (account_id, served_model) pairs and their accounts'
         circuits. One round trip in the Redis implementation."""
 
+    async def admit(self, account_id: str, served_model: str, now: float) -> Admitted | Cooldown:
+        """One request's admission, atomic across every process: the blocking cooldown (the
+        circuit before the pair), or admitted, claiming the one trial of a half-open circuit or
+        pair. One round trip in the Redis implementation."""
+
     async def record(
         self,
         account_id: str,
@@ -100,10 +122,13 @@ class HealthStore(Protocol):
         classification: Classification,
         retry_after_s: float | None,
         now: float,
+        *,
+        trial: Admitted | None = None,
     ) -> list[HealthTransition]:
         """Apply one finished request: a success (resets_streak) resets the pair and the
         account circuit; model scope feeds the pair; account scope feeds the circuit; no scope
-        changes nothing. Returns the cooldowns and circuits that started or ended."""
+        changes nothing. `trial`: the request's admission, when it claimed a trial. Returns
+        the cooldowns and circuits that started or ended."""
 
     async def aclose(self) -> None:
         """Release what the store owns."""
