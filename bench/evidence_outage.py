@@ -34,14 +34,15 @@ from bench.stack import (
     PG_PORT,
     PG_USER,
     REDIS_URL,
+    Options,
     _accounts_file,
     _leasegate,
-    _wait_port,
     free_port,
     fresh_database,
     mint_key,
     process,
     redis_prefix,
+    wait_port,
 )
 
 
@@ -186,7 +187,7 @@ def main() -> int:
         up_argv = [sys.executable, "-m", "leasegate.demo.upstream", "--host", "127.0.0.1"]
         up_argv += ["--port", str(up_port)]
         stack.enter_context(process("upstream", up_argv, base_env, logs, None))
-        _wait_port(up_port)
+        wait_port(up_port)
         database_url = stack.enter_context(fresh_database())
         env = {
             **base_env,
@@ -199,7 +200,7 @@ def main() -> int:
             # the proxy keeps serving the key it knows for the whole outage
             "LEASEGATE_KEY_CACHE_TTL_S": "3600",
             "LEASEGATE_ACCOUNTS_FILE": str(
-                _accounts_file(logs / "accounts.yaml", f"http://127.0.0.1:{up_port}")
+                _accounts_file(logs / "accounts.yaml", f"http://127.0.0.1:{up_port}", Options())
             ),
             "LEASEGATE_EVIDENCE_MEMORY_ROWS": str(args.memory_rows),
             "LEASEGATE_EVIDENCE_SPILL_PATH": str(logs / "spill"),

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -40,34 +41,52 @@ class PhaseResult:
     ttfb_p50_ms: float
     events: int
     proc_cpu_ms: float | None
+    """CPU the watched server process(es) used in the measured part."""
+    mock_cpu_ms: float | None
+    """CPU the mock upstream used in the same time (it must not be the bottleneck)."""
     client_cpu_pct: float
     rss_kb: int | None
 
 
+def _tree(pid: int) -> list[int]:
+    """The process and its children (a `--workers N` server is a supervisor and N workers)."""
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as children:
+        return [pid, *(int(p) for p in children.read().split())]
+
+
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        # Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * _TICK_S
+    """CPU time of the process and its children so far."""
+    total = 0
+    for member in _tree(pid):
+        with open(f"/proc/{member}/stat", encoding="ascii") as stat:
+            # Fields after the parenthesised command name; utime and stime are fields 14, 15.
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total * _TICK_S
 
 
 def rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    """Resident memory of the process and its children."""
+    total = 0
+    for member in _tree(pid):
+        with open(f"/proc/{member}/status", encoding="ascii") as status:
+            total += next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return total
 
 
-def request_bytes(base_url: str, key: str, *, stream: bool) -> bytes:
-    parts = urlsplit(base_url)
-    body = json.dumps(
+def request_body(*, stream: bool) -> bytes:
+    return json.dumps(
         {
             "model": "gpt-4o",
             "messages": [{"role": "user", "content": "Say hello in twenty words."}],
             "stream": stream,
         }
     ).encode()
+
+
+def request_bytes(base_url: str, key: str, *, stream: bool) -> bytes:
+    parts = urlsplit(base_url)
+    body = request_body(stream=stream)
     head = (
         f"POST /v1/chat/completions HTTP/1.1\r\nhost: {parts.netloc}\r\n"
         f"authorization: Bearer {key}\r\ncontent-type: application/json\r\n"
@@ -116,13 +135,18 @@ class _Window:
     """No request begins after this."""
 
 
-async def _worker(base_url: str, request: bytes, window: _Window, record: Sample) -> None:
+Request = bytes | Callable[[], bytes]
+"""The same pre-rendered request every time, or a fresh one per call (e.g. distinct mints)."""
+
+
+async def _worker(base_url: str, request: Request, window: _Window, record: Sample) -> None:
     parts = urlsplit(base_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     reader, writer = await asyncio.open_connection(host, port)
     try:
         while (begun := time.perf_counter()) < window.end:
-            status, latency, ttfb, events, keep = await _exchange(reader, writer, request)
+            rendered = request if isinstance(request, bytes) else request()
+            status, latency, ttfb, events, keep = await _exchange(reader, writer, rendered)
             if begun >= window.start:
                 record.statuses[status] = record.statuses.get(status, 0) + 1
                 if 200 <= status < 300:
@@ -147,12 +171,13 @@ def _percentile(values: list[float], q: float) -> float:
 
 async def run_phase(
     base_url: str,
-    request: bytes,
+    request: Request,
     *,
     concurrency: int,
     duration_s: float,
     warmup_s: float,
     watch_pid: int | None,
+    mock_pid: int | None = None,
 ) -> PhaseResult:
     now = time.perf_counter()
     window = _Window(now + warmup_s, now + warmup_s + duration_s)
@@ -163,12 +188,14 @@ async def run_phase(
     # The connections stay open across the warm-up; the counters are read when it ends.
     await asyncio.sleep(max(0.0, window.start - time.perf_counter()))
     cpu_before = cpu_seconds(watch_pid) if watch_pid is not None else 0.0
+    mock_before = cpu_seconds(mock_pid) if mock_pid is not None else 0.0
     client_before = time.process_time()
     start = time.perf_counter()
     await workers
     elapsed = time.perf_counter() - start
     client_cpu = time.process_time() - client_before
     proc_cpu = (cpu_seconds(watch_pid) - cpu_before) * 1000 if watch_pid is not None else None
+    mock_cpu = (cpu_seconds(mock_pid) - mock_before) * 1000 if mock_pid is not None else None
     done = len(sample.latencies)
     return PhaseResult(
         requests=done,
@@ -181,6 +208,7 @@ async def run_phase(
         ttfb_p50_ms=_percentile(sample.ttfbs, 0.50),
         events=sample.events,
         proc_cpu_ms=proc_cpu,
+        mock_cpu_ms=mock_cpu,
         client_cpu_pct=100 * client_cpu / elapsed,
         rss_kb=rss_kb(watch_pid) if watch_pid is not None else None,
     )

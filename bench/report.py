@@ -1,94 +1,164 @@
-"""The figures as a table and ratios against the direct baseline, and as JSON."""
+"""The figures as tables (median [min-max] over the repeats) and as JSON."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from bench.load import PhaseResult
 
+Runs = Mapping[str, Sequence[PhaseResult]]
 
-def _per(total: float | None, count: int) -> float:
+
+def _per(total: float | None, count: float) -> float:
     return total / count if total is not None and count else math.nan
 
 
-def summary(phases: Mapping[str, PhaseResult]) -> dict[str, float]:
-    """Ratios and differences; keys name the figure and its unit."""
-    out: dict[str, float] = {}
-    for kind in ("json", "sse"):
-        d1, p1 = phases[f"direct-{kind}-c1"], phases[f"proxy-{kind}-c1"]
-        d64, p64 = phases[f"direct-{kind}-c64"], phases[f"proxy-{kind}-c64"]
-        c64 = phases[f"capped-{kind}-c64"]
-        out[f"{kind}_c1_added_p50_ms"] = p1.p50_ms - d1.p50_ms
-        out[f"{kind}_c1_added_ttfb_p50_ms"] = p1.ttfb_p50_ms - d1.ttfb_p50_ms
-        out[f"{kind}_c1_proxy_over_direct_rps"] = p1.rps / d1.rps
-        out[f"{kind}_c64_proxy_over_direct_rps"] = p64.rps / d64.rps
-        out[f"{kind}_c64_proxy_cpu_ms_per_request"] = _per(p64.proc_cpu_ms, p64.requests)
-        out[f"{kind}_c64_capped_cpu_ms_per_request"] = _per(c64.proc_cpu_ms, c64.requests)
-        out[f"{kind}_c64_ceiling_added_cpu_ms_per_request"] = (
-            out[f"{kind}_c64_capped_cpu_ms_per_request"]
-            - out[f"{kind}_c64_proxy_cpu_ms_per_request"]
-        )
-        out[f"{kind}_c64_capped_over_null_rps"] = c64.rps / p64.rps
-    p_sse = phases["proxy-sse-c64"]
-    out["sse_c64_proxy_cpu_ms_per_chunk"] = _per(p_sse.proc_cpu_ms, p_sse.events)
+def cpu_per_request(r: PhaseResult) -> float:
+    return _per(r.proc_cpu_ms, r.requests)
+
+
+def _spread(values: Sequence[float], digits: int) -> str:
+    clean = [v for v in values if not math.isnan(v)]
+    if not clean:
+        return "-"
+    median = statistics.median(clean)
+    if len(clean) == 1:
+        return f"{median:.{digits}f}"
+    return f"{median:.{digits}f} [{min(clean):.{digits}f}-{max(clean):.{digits}f}]"
+
+
+def _figure(runs: Runs, name: str, of: Callable[[PhaseResult], float]) -> list[float]:
+    return [of(r) for r in runs.get(name, ())]
+
+
+def _added(runs: Runs, target: str, kind: str, of: Callable[[PhaseResult], float]) -> list[float]:
+    direct = runs[f"direct-{kind}-c1"]
+    return [of(r) - of(d) for r, d in zip(runs[f"{target}-{kind}-c1"], direct, strict=True)]
+
+
+def _marginal_event(runs: Runs, target: str) -> list[float]:
+    out = []
+    for plain, stream in zip(runs[f"{target}-json-c16"], runs[f"{target}-sse-c16"], strict=True):
+        per_request = stream.events / stream.requests if stream.requests else math.nan
+        out.append((cpu_per_request(stream) - cpu_per_request(plain)) / per_request)
     return out
 
 
-def table(phases: Mapping[str, PhaseResult], figures: Mapping[str, float]) -> str:
-    head = (
-        f"{'phase':<16}{'req':>7}{'err':>5}{'rps':>9}{'p50 ms':>9}{'p99 ms':>9}"
-        f"{'ttfb50':>8}{'ev/req':>7}{'cpu ms/req':>11}{'cpu ms/ev':>10}{'RSS MB':>8}"
-        f"{'gen cpu%':>9}"
+def _p50(r: PhaseResult) -> float:
+    return r.p50_ms
+
+
+def _p99(r: PhaseResult) -> float:
+    return r.p99_ms
+
+
+def summary_table(runs: Runs) -> str:
+    targets = ("direct", "production", "embedded")
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(label: str, cell: Callable[[str], str]) -> None:
+        rows.append((label, [cell(t) for t in targets]))
+
+    for c in (1, 16, 64):
+        rows.append(
+            (
+                f"CPU ms per non-stream request, c={c}",
+                [_spread(_figure(runs, f"{t}-json-c{c}", cpu_per_request), 3) for t in targets],
+            )
+        )
+    row(
+        "CPU ms per stream, c=16",
+        lambda t: _spread(_figure(runs, f"{t}-sse-c16", cpu_per_request), 3),
     )
-    lines = [head, "-" * len(head)]
-    for name, r in phases.items():
-        lines.append(
-            f"{name:<16}{r.requests:>7}{r.errors:>5}{r.rps:>9.0f}{r.p50_ms:>9.2f}"
-            f"{r.p99_ms:>9.2f}{r.ttfb_p50_ms:>8.2f}{_per(r.events, r.requests):>7.1f}"
-            f"{_per(r.proc_cpu_ms, r.requests):>11.3f}{_per(r.proc_cpu_ms, r.events):>10.4f}"
-            f"{(r.rss_kb or 0) / 1024:>8.1f}{r.client_cpu_pct:>9.0f}"
-        )
-    lines.append("")
-    for kind, label in (("json", "non-streaming"), ("sse", "streaming (20 chunks)")):
-        lines.append(f"{label}:")
-        lines.append(
-            f"  c1  added latency p50 {figures[f'{kind}_c1_added_p50_ms']:+.2f} ms, "
-            f"added TTFB p50 {figures[f'{kind}_c1_added_ttfb_p50_ms']:+.2f} ms, "
-            f"proxy/direct rps {figures[f'{kind}_c1_proxy_over_direct_rps']:.2f}x"
-        )
-        lines.append(
-            f"  c64 proxy/direct rps {figures[f'{kind}_c64_proxy_over_direct_rps']:.2f}x, "
-            f"proxy CPU {figures[f'{kind}_c64_proxy_cpu_ms_per_request']:.3f} ms/request"
-        )
-        lines.append(
-            f"  c64 request_capacity 1000 vs null: CPU "
-            f"{figures[f'{kind}_c64_capped_cpu_ms_per_request']:.3f} vs "
-            f"{figures[f'{kind}_c64_proxy_cpu_ms_per_request']:.3f} ms/request "
-            f"({figures[f'{kind}_c64_ceiling_added_cpu_ms_per_request']:+.3f} ms), "
-            f"rps {figures[f'{kind}_c64_capped_over_null_rps']:.2f}x"
-        )
-    lines.append(
-        f"streaming c64 proxy CPU per relayed SSE event: "
-        f"{figures['sse_c64_proxy_cpu_ms_per_chunk']:.4f} ms"
+    row("marginal CPU ms per SSE event", lambda t: _spread(_marginal_event(runs, t), 4))
+    row(
+        "mock upstream CPU ms per request, c=16",
+        lambda t: _spread(
+            _figure(runs, f"{t}-json-c16", lambda r: _per(r.mock_cpu_ms, r.requests)), 3
+        ),
     )
+    for label, of in (("p50", _p50), ("p99", _p99)):
+        rows.append(
+            (
+                f"added latency c=1 non-stream {label} ms",
+                ["(base)"] + [_spread(_added(runs, t, "json", of), 2) for t in targets[1:]],
+            )
+        )
+    row(
+        "added TTFB c=1 stream p50 ms",
+        lambda t: (
+            "(base)"
+            if t == "direct"
+            else _spread(_added(runs, t, "sse", lambda r: r.ttfb_p50_ms), 2)
+        ),
+    )
+    row(
+        "throughput c=64 non-stream, req/s",
+        lambda t: _spread(_figure(runs, f"{t}-json-c64", lambda r: r.rps), 0),
+    )
+    row(
+        "RSS after load, MB",
+        lambda t: _spread(_figure(runs, f"{t}-sse-c16", lambda r: (r.rss_kb or 0) / 1024), 0),
+    )
+    row(
+        "mints/s, c=16",
+        lambda t: (
+            "-" if t == "direct" else _spread(_figure(runs, f"{t}-mint-c16", lambda r: r.rps), 0)
+        ),
+    )
+    row(
+        "CPU ms per mint, c=16",
+        lambda t: (
+            "-" if t == "direct" else _spread(_figure(runs, f"{t}-mint-c16", cpu_per_request), 2)
+        ),
+    )
+    width = max(len(label) for label, _ in rows) + 2
+    cells = [max(len(c[i]) for _, c in [*rows, ("", list(targets))]) + 2 for i in range(3)]
+    lines = [
+        f"{'figure':<{width}}" + "".join(f"{t:>{w}}" for t, w in zip(targets, cells, strict=True))
+    ]
+    lines.append("-" * len(lines[0]))
+    lines += [
+        f"{label:<{width}}" + "".join(f"{c:>{w}}" for c, w in zip(values, cells, strict=True))
+        for label, values in rows
+    ]
     return "\n".join(lines)
 
 
-def write_json(
-    path: Path,
-    meta: Mapping[str, Any],
-    phases: Mapping[str, PhaseResult],
-    figures: Mapping[str, float],
-) -> None:
+def phase_table(runs: Runs) -> str:
+    head = (
+        f"{'phase (last run)':<22}{'req':>7}{'err':>5}{'rps':>8}{'p50 ms':>9}{'p99 ms':>9}"
+        f"{'ttfb50':>8}{'ev/req':>7}{'cpu ms/req':>11}{'mock ms/req':>12}{'RSS MB':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for name, results in runs.items():
+        r = results[-1]
+        lines.append(
+            f"{name:<22}{r.requests:>7}{r.errors:>5}{r.rps:>8.0f}{r.p50_ms:>9.2f}"
+            f"{r.p99_ms:>9.2f}{r.ttfb_p50_ms:>8.2f}{_per(r.events, r.requests):>7.1f}"
+            f"{cpu_per_request(r):>11.3f}{_per(r.mock_cpu_ms, r.requests):>12.3f}"
+            f"{(r.rss_kb or 0) / 1024:>8.1f}"
+        )
+    return "\n".join(lines)
+
+
+def write_json(path: Path, meta: Mapping[str, Any], runs: Runs) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+
+    def clean(value: Any) -> Any:
+        return None if isinstance(value, float) and math.isnan(value) else value
+
     document = {
         "meta": dict(meta),
-        "phases": {name: asdict(r) for name, r in phases.items()},
-        "summary": {k: (None if math.isnan(v) else round(v, 4)) for k, v in figures.items()},
+        "phases": {
+            name: [{k: clean(v) for k, v in asdict(r).items()} for r in results]
+            for name, results in runs.items()
+        },
     }
     path.write_text(json.dumps(document, indent=2) + "\n")

@@ -1,16 +1,23 @@
-"""`make bench`: the proxy's throughput, latency and CPU cost against a direct baseline.
+"""`make bench`: the proxy's CPU cost and added latency against a direct baseline, in one run.
 
-One run, loopback only, about a minute: starts a mock upstream (20-chunk SSE), a fresh
-Postgres database, the control plane and two proxies in production mode (one account with
-`request_capacity: null`, one with `request_capacity: 1000`), mints a key, then drives
-non-streaming and streaming chat completions directly at the mock and through each proxy.
-Prints a table and writes bench/results/latest.json. Everything it started is stopped, and
-the database dropped, however the run ends.
+Loopback only, a few minutes: starts a mock upstream (20-chunk SSE), a fresh Postgres
+database, the control plane and a proxy in production mode (Postgres evidence, Redis health)
+and `leasegate dev` in embedded mode (SQLite, in-process stores), mints a key on each, then
+drives chat completions directly at the mock and through each gateway: non-streaming at
+c=1/16/64 and streaming at c=1/16, each phase `--repeats` times; then mints at c=16.
+Prints the issue's summary table (median [min-max] of the repeats) and every phase, and
+writes bench/results/latest.json. Everything it started is stopped, and the database
+dropped, however the run ends.
+
+    python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import itertools
+import json
 import os
 import platform
 import signal
@@ -20,40 +27,111 @@ from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
 
-from bench.load import PhaseResult, request_bytes, run_phase
-from bench.report import summary, table, write_json
-from bench.stack import CHUNKS, Stack, mint_key, start_stack
+from bench import wrk
+from bench.load import PhaseResult, request_body, request_bytes, run_phase
+from bench.report import phase_table, summary_table, write_json
+from bench.stack import (
+    CHUNKS,
+    CONTROL_TOKEN,
+    Options,
+    Stack,
+    add_live_keys,
+    mint_key,
+    start_stack,
+)
 
 RESULTS = Path(__file__).parent / "results"
-C1_S, C64_S, WARMUP_S = 2.0, 3.0, 0.5
+C1_S, LOADED_S, WARMUP_S = 2.0, 3.0, 0.5
+PHASES = (("json", 1), ("json", 16), ("json", 64), ("sse", 1), ("sse", 16))
+TARGETS = ("direct", "production", "embedded")
 
 
-async def _measure(stack: Stack, key: str) -> dict[str, PhaseResult]:
-    targets = {
+def _targets(stack: Stack) -> dict[str, tuple[str, int]]:
+    return {
         "direct": (stack.upstream.url, stack.upstream.pid),
-        "proxy": (stack.proxy.url, stack.proxy.pid),
-        "capped": (stack.proxy_capped.url, stack.proxy_capped.pid),
+        "production": (stack.proxy.url, stack.proxy.pid),
+        "embedded": (stack.embedded.url, stack.embedded.pid),
     }
-    plan = [
-        (target, kind, concurrency)
-        for concurrency in (1, 64)
-        for target in ("direct", "proxy", "capped")
-        if not (target == "capped" and concurrency == 1)
-        for kind in ("json", "sse")
-    ]
-    phases: dict[str, PhaseResult] = {}
-    for target, kind, concurrency in plan:
-        url, pid = targets[target]
-        name = f"{target}-{kind}-c{concurrency}"
-        sys.stderr.write(f"  {name} ...\n")
-        phases[name] = await run_phase(
-            url,
-            request_bytes(url, key, stream=kind == "sse"),
+
+
+async def _phase(
+    stack: Stack, target: str, key: str, kind: str, concurrency: int, events: float
+) -> PhaseResult:
+    url, pid = _targets(stack)[target]
+    stream = kind == "sse"
+    if concurrency > 1 and wrk.available():
+        headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+        return await asyncio.to_thread(
+            wrk.run_phase,
+            f"{url}/v1/chat/completions",
+            request_body(stream=stream),
+            headers,
             concurrency=concurrency,
-            duration_s=C1_S if concurrency == 1 else C64_S,
-            warmup_s=WARMUP_S,
+            duration_s=LOADED_S,
             watch_pid=pid,
+            mock_pid=stack.upstream.pid,
+            events_per_request=events if stream else 0.0,
         )
+    return await run_phase(
+        url,
+        request_bytes(url, key, stream=stream),
+        concurrency=concurrency,
+        duration_s=C1_S if concurrency == 1 else LOADED_S,
+        warmup_s=WARMUP_S,
+        watch_pid=pid,
+        mock_pid=stack.upstream.pid,
+    )
+
+
+_DISPATCHES = itertools.count()
+"""Every mint of a run gets a dispatch id of its own (a repeat would get 409s otherwise)."""
+
+
+async def _mints(url: str, pid: int, concurrency: int) -> PhaseResult:
+    counter = _DISPATCHES
+    host = url.removeprefix("http://")
+
+    def render() -> bytes:
+        body = json.dumps(
+            {"tenant": "bench/mint", "dispatch_id": f"m-{next(counter)}", "model": "gpt-4o"}
+        ).encode()
+        head = (
+            f"POST /control/v2/keys HTTP/1.1\r\nhost: {host}\r\n"
+            f"authorization: Bearer {CONTROL_TOKEN}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n"
+        )
+        return head.encode() + body
+
+    return await run_phase(
+        url,
+        render,
+        concurrency=concurrency,
+        duration_s=LOADED_S,
+        warmup_s=WARMUP_S,
+        watch_pid=pid,
+    )
+
+
+async def _measure(
+    stack: Stack, keys: dict[str, str], repeats: int
+) -> dict[str, list[PhaseResult]]:
+    phases: dict[str, list[PhaseResult]] = {}
+    events = float(CHUNKS + 3)  # corrected by the first measured stream
+    for _ in range(repeats):
+        for kind, concurrency in PHASES:
+            for target in TARGETS:
+                name = f"{target}-{kind}-c{concurrency}"
+                sys.stderr.write(f"  {name} ...\n")
+                result = await _phase(stack, target, keys[target], kind, concurrency, events)
+                if kind == "sse" and concurrency == 1 and result.requests:
+                    events = result.events / result.requests
+                phases.setdefault(name, []).append(result)
+        for target, (url, pid) in (
+            ("production", (stack.control_plane.url, stack.control_plane.pid)),
+            ("embedded", (stack.embedded.url, stack.embedded.pid)),
+        ):
+            sys.stderr.write(f"  {target}-mint-c16 ...\n")
+            phases.setdefault(f"{target}-mint-c16", []).append(await _mints(url, pid, 16))
     return phases
 
 
@@ -61,39 +139,64 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds through the ExitStack: processes, database
 
 
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of every phase (3)")
+    parser.add_argument("--ceiling", type=int, default=None, help="request_capacity per account")
+    parser.add_argument("--accounts", type=int, default=1, help="accounts in the file (1)")
+    parser.add_argument(
+        "--live-keys", type=int, default=0, help="extra live keys in the production database"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes of the production proxy (1)"
+    )
+    return parser.parse_args()
+
+
 def main() -> int:
+    args = _arguments()
     signal.signal(signal.SIGTERM, _terminate)
     # Ctrl-C raises KeyboardInterrupt even when started where SIGINT was ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     load_before = round(os.getloadavg()[0], 2)
+    options = Options(
+        ceiling=args.ceiling,
+        accounts=args.accounts,
+        live_keys=args.live_keys,
+        workers=args.workers,
+    )
     with ExitStack() as resources:
-        sys.stderr.write("bench: starting mock upstream, database, control plane, proxies\n")
-        stack = start_stack(resources, RESULTS / "logs")
-        key = mint_key(stack.control_plane.url)
+        sys.stderr.write("bench: starting mock upstream, database, control plane, proxy, dev\n")
+        stack = start_stack(resources, RESULTS / "logs", options)
+        keys = {"production": mint_key(stack.control_plane.url), "direct": "unused"}
+        keys["embedded"] = mint_key(stack.embedded.url)
+        if options.live_keys:
+            add_live_keys(stack.database_url, options.live_keys)
         sys.stderr.write("bench: measuring\n")
-        phases = asyncio.run(_measure(stack, key))
-    figures = summary(phases)
+        phases = asyncio.run(_measure(stack, keys, args.repeats))
     meta = {
-        "generator": "raw asyncio HTTP/1.1 (keep-alive), not httpx",
+        "generator": (
+            "wrk (c>1) and raw asyncio HTTP/1.1 (c=1, mints)"
+            if wrk.available()
+            else "raw asyncio HTTP/1.1 (keep-alive); wrk not found: apt-get install wrk"
+        ),
+        "options": vars(args),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "chunks": CHUNKS,
-        "c1_seconds": C1_S,
-        "c64_seconds": C64_S,
-        "warmup_seconds": WARMUP_S,
-        "watched_process": "direct-*: the mock upstream; proxy-*/capped-*: that proxy",
+        "repeats": args.repeats,
         "wall_seconds": round(time.monotonic() - started, 1),
         "loadavg_1m_before_after": [load_before, round(os.getloadavg()[0], 2)],
     }
     print(f"load generator: {meta['generator']}; {meta['cpus']} CPUs; loopback")
-    # Other work on the machine skews every figure; a 1-minute load above ~3 on 2 CPUs is
-    # worth a second run.
+    print(f"options: {meta['options']}")
+    # Other work on the machine skews latency; CPU per request is far less sensitive to it.
     print(f"1-min load average before/after: {meta['loadavg_1m_before_after']}")
-    print("cpu ms/req, cpu ms/ev, RSS: the mock for direct-*, the proxy for proxy-*/capped-*")
-    print("ev/req: SSE `data:` events received per response (20 deltas + framing + [DONE])")
-    print(table(phases, figures))
-    write_json(RESULTS / "latest.json", meta, phases, figures)
+    print(summary_table(phases))
+    print()
+    print(phase_table(phases))
+    write_json(RESULTS / "latest.json", meta, phases)
     print(f"wrote {RESULTS / 'latest.json'} ({meta['wall_seconds']} s)")
     return 0
 

@@ -1,5 +1,6 @@
 """The processes under test: a mock upstream, a fresh Postgres database, Redis keys under a
-prefix of this run's own, the control plane and two proxies, each its own OS process.
+prefix of this run's own, the control plane and a proxy in production mode, and `leasegate
+dev` in embedded mode (SQLite), each its own OS process.
 
 Everything is registered on one ExitStack, so a failure or Ctrl-C anywhere tears it all down.
 """
@@ -18,7 +19,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
@@ -39,13 +39,26 @@ class Service:
 
 
 @dataclass(frozen=True)
+class Options:
+    ceiling: int | None = None
+    """`request_capacity` of every account (None: no ceiling, nothing counted)."""
+    accounts: int = 1
+    """Accounts in the file, all serving the benchmark's model from the same mock."""
+    live_keys: int = 0
+    """Extra live keys inserted in the production database before measuring."""
+    workers: int = 1
+    """`leasegate proxy --workers N` (CPU and RSS are summed over its processes)."""
+
+
+@dataclass(frozen=True)
 class Stack:
     upstream: Service
     control_plane: Service
     proxy: Service
-    """Account without a request ceiling (`request_capacity: null`)."""
-    proxy_capped: Service
-    """Same account with `request_capacity: 1000`: request slots counted in Redis."""
+    """Production mode: its own process, Postgres evidence, Redis health."""
+    embedded: Service
+    """`leasegate dev`: both APIs in one process, SQLite and in-process stores."""
+    database_url: str
 
 
 def free_port() -> int:
@@ -125,16 +138,19 @@ def _wait_ready(name: str, child: subprocess.Popen[bytes], url: str | None, log:
     raise RuntimeError(f"{name} did not become ready; see {log}")
 
 
-def _accounts_file(path: Path, upstream: str, **extra: Any) -> Path:
-    account = {
-        "id": ACCOUNT_ID,
-        "provider": "openai",
-        "base_url": upstream,
-        "credential_env": "LEASEGATE_CRED_BENCH_OPENAI",
-        "models": {"gpt-4o": "gpt-4o"},
-        **extra,
-    }
-    path.write_text(yaml.safe_dump({"accounts": [account]}))
+def _accounts_file(path: Path, upstream: str, options: Options) -> Path:
+    accounts = [
+        {
+            "id": ACCOUNT_ID if i == 0 else f"bench-extra-{i}",
+            "provider": "openai",
+            "base_url": upstream,
+            "credential_env": "LEASEGATE_CRED_BENCH_OPENAI",
+            "models": {"gpt-4o": "gpt-4o"},
+            "request_capacity": options.ceiling,
+        }
+        for i in range(options.accounts)
+    ]
+    path.write_text(yaml.safe_dump({"accounts": accounts}))
     return path
 
 
@@ -143,7 +159,7 @@ def _leasegate(command: str, port: int | None = None) -> list[str]:
     return [*argv, "--port", str(port)] if port is not None else argv
 
 
-def start_stack(stack: ExitStack, logs: Path) -> Stack:
+def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
     logs.mkdir(parents=True, exist_ok=True)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEGATE_")}
     up_port = free_port()
@@ -151,46 +167,52 @@ def start_stack(stack: ExitStack, logs: Path) -> Stack:
     up_argv = [sys.executable, "-m", "leasegate.demo.upstream", "--host", "127.0.0.1"]
     up_argv += ["--port", str(up_port), "--chunks", str(CHUNKS)]
     up_pid = stack.enter_context(process("upstream", up_argv, base_env, logs, None))
-    _wait_port(up_port)
+    wait_port(up_port)
 
     database_url = stack.enter_context(fresh_database())
     prefix = stack.enter_context(redis_prefix())
-    env = {
+    common = {
         **base_env,
-        "LEASEGATE_DATABASE_URL": database_url,
-        "LEASEGATE_REDIS_URL": REDIS_URL,
-        "LEASEGATE_REDIS_PREFIX": prefix,
         "LEASEGATE_CONTROL_TOKEN": CONTROL_TOKEN,
         "LEASEGATE_CRED_BENCH_OPENAI": "sk-bench-secret",
         "LEASEGATE_KEY_TTL_S": "3600",
-        "LEASEGATE_ACCOUNTS_FILE": str(_accounts_file(logs / "accounts.yaml", up_url)),
+        "LEASEGATE_ACCOUNTS_FILE": str(_accounts_file(logs / "accounts.yaml", up_url, options)),
+    }
+    env = {
+        **common,
+        "LEASEGATE_DATABASE_URL": database_url,
+        "LEASEGATE_REDIS_URL": REDIS_URL,
+        "LEASEGATE_REDIS_PREFIX": prefix,
     }
     subprocess.run(  # noqa: S603 - our own module, fixed arguments
         _leasegate("migrate"), env=env, check=True, capture_output=True, timeout=60
     )
+    sqlite = logs / "embedded.db"
+    sqlite.unlink(missing_ok=True)
+    embedded_env = {**common, "LEASEGATE_DATABASE_URL": f"sqlite+aiosqlite:///{sqlite}"}
     services: dict[str, Service] = {}
-    capped_file = _accounts_file(logs / "accounts-capped.yaml", up_url, request_capacity=1000)
-    for name, extra in (
-        ("control-plane", {}),
-        ("proxy", {}),
-        ("proxy-capped", {"LEASEGATE_ACCOUNTS_FILE": str(capped_file)}),
+    for name, command, service_env in (
+        ("control-plane", "control-plane", env),
+        ("proxy", "proxy", env),
+        ("embedded", "dev", embedded_env),
     ):
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        command = "control-plane" if name == "control-plane" else "proxy"
-        pid = stack.enter_context(
-            process(name, _leasegate(command, port), {**env, **extra}, logs, f"{url}/readyz")
-        )
+        argv = _leasegate(command, port)
+        if name == "proxy" and options.workers > 1:
+            argv += ["--workers", str(options.workers)]
+        pid = stack.enter_context(process(name, argv, service_env, logs, f"{url}/readyz"))
         services[name] = Service(url, pid)
     return Stack(
         Service(up_url, up_pid),
         services["control-plane"],
         services["proxy"],
-        services["proxy-capped"],
+        services["embedded"],
+        database_url,
     )
 
 
-def _wait_port(port: int) -> None:
+def wait_port(port: int) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
@@ -199,10 +221,10 @@ def _wait_port(port: int) -> None:
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port}")
 
 
-def mint_key(control_plane: str) -> str:
+def mint_key(control_plane: str, dispatch_id: str = "bench-1") -> str:
     response = httpx.post(
         f"{control_plane}/control/v2/keys",
-        json={"tenant": "bench/load", "dispatch_id": "bench-1", "model": "gpt-4o"},
+        json={"tenant": "bench/load", "dispatch_id": dispatch_id, "model": "gpt-4o"},
         headers={"Authorization": f"Bearer {CONTROL_TOKEN}"},
         timeout=10,
     )
@@ -210,3 +232,23 @@ def mint_key(control_plane: str) -> str:
         raise RuntimeError(f"mint failed: {response.status_code} {response.text}")
     key: str = response.json()["key"]
     return key
+
+
+def add_live_keys(database_url: str, count: int) -> None:
+    """`count` more live keys, copies of the first one under new ids (one INSERT)."""
+    dsn = database_url.replace("postgresql+asyncpg://", "postgresql://")
+
+    async def insert() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(
+                """INSERT INTO keys SELECT 'bench' || g, secret_hash, mint_decision_id, tenant,
+                   'bench-' || g, model, served_model, account_id, created_at, expires_at,
+                   NULL, NULL, tenant || chr(31) || 'bench-' || g
+                   FROM (SELECT * FROM keys LIMIT 1) k, generate_series(1, $1) g""",
+                count,
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(insert())

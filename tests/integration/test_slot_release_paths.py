@@ -21,6 +21,7 @@ from leasegate.core.records import EvidenceRow
 from leasegate.db.migrate import upgrade
 from leasegate.demo.upstream import MockUpstream, Reply
 from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.upstream.clients import UpstreamRequest, UpstreamResponse
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
 from tests.fixtures.servers import serve
 from tests.fixtures.services import production_stores
@@ -148,7 +149,7 @@ async def test_an_upstream_that_fails_gives_the_slot_back(
 async def test_an_upstream_client_that_raises_gives_the_slot_back(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def broken_send(account_id: str, request: httpx.Request) -> httpx.Response:
+    async def broken_send(request: UpstreamRequest) -> UpstreamResponse:
         raise RuntimeError("a bug in the upstream client")
 
     # A connection of its own, as the server may drop it after the crash.

@@ -4,15 +4,19 @@ first-token and idle deadlines against a scripted chunk source."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+import aiohttp
 import pytest
+from aiohttp.base_protocol import BaseProtocol
 from hypothesis import given
 from hypothesis import strategies as st
 
 from leasegate.accounts import Account
 from leasegate.config import Settings
-from leasegate.upstream.deadlines import BodyReader, Deadlines, UpstreamStalled, deadlines_for
+from leasegate.upstream.deadlines import BodyReader, Deadlines, deadlines_for
+from leasegate.upstream.errors import BodyFailed, UpstreamStalled
 from leasegate.upstream.sse import StreamScanner
 
 
@@ -56,28 +60,78 @@ def test_an_accounts_own_value_wins_field_by_field(
     assert got.idle_s == (60.0 if idle is None else idle)
 
 
-async def _chunks(delays: Sequence[float]) -> AsyncIterator[bytes]:
-    for i, delay in enumerate(delays):
-        await asyncio.sleep(delay)
-        yield b"chunk %d" % i
+Chunks = Callable[[Sequence[float]], Awaitable[aiohttp.StreamReader]]
 
 
-async def test_idle_bounds_each_wait_not_the_whole_body() -> None:
-    reader = BodyReader(_chunks([0.05] * 6), Deadlines(1.0, None, 0.5))
+@pytest.fixture
+async def chunks() -> AsyncIterator[Chunks]:
+    """aiohttp's own body stream on a connected socket, fed chunk i after a pause of
+    delays[i], then ended."""
+    loop = asyncio.get_running_loop()
+    opened: list[tuple[socket.socket, asyncio.BaseTransport]] = []
+    feeders: list[asyncio.Task[None]] = []
+
+    async def make(delays: Sequence[float]) -> aiohttp.StreamReader:
+        ours, theirs = socket.socketpair()
+        transport, protocol = await loop.connect_accepted_socket(lambda: BaseProtocol(loop), ours)
+        opened.append((theirs, transport))
+        body = aiohttp.StreamReader(protocol, 2**16, loop=loop)
+
+        async def feed() -> None:
+            for i, delay in enumerate(delays):
+                await asyncio.sleep(delay)
+                body.feed_data(b"chunk %d" % i)
+            body.feed_eof()
+
+        feeders.append(loop.create_task(feed()))
+        return body
+
+    yield make
+    for task in feeders:
+        task.cancel()
+    await asyncio.gather(*feeders, return_exceptions=True)
+    for theirs, transport in opened:
+        transport.close()
+        theirs.close()
+    await asyncio.sleep(0)
+
+
+async def test_buffered_chunks_are_taken_without_a_wait(chunks: Chunks) -> None:
+    body = await chunks([])
+    await asyncio.sleep(0)
+    reader = BodyReader(body, Deadlines(1.0, None, 0.5))
+    assert await reader.next() is None
+    reader.close()
+
+
+async def test_a_failed_connection_is_body_failed(chunks: Chunks) -> None:
+    body = await chunks([0, 10])
+    reader = BodyReader(body, Deadlines(1.0, None, 5.0))
+    assert await reader.next() == b"chunk 0"
+    body.set_exception(aiohttp.ClientPayloadError("Response payload is not completed"))
+    with pytest.raises(BodyFailed):
+        await reader.next()
+    reader.close()
+
+
+async def test_idle_bounds_each_wait_not_the_whole_body(chunks: Chunks) -> None:
+    reader = BodyReader(await chunks([0.05] * 6), Deadlines(1.0, None, 0.5))
     assert len(await _read_all(reader)) == 6
 
 
-async def test_a_long_gap_is_an_idle_stall() -> None:
-    reader = BodyReader(_chunks([0, 1.0]), Deadlines(1.0, None, 0.1))
+async def test_a_long_gap_is_an_idle_stall(chunks: Chunks) -> None:
+    reader = BodyReader(await chunks([0, 1.0]), Deadlines(1.0, None, 0.1))
     assert await reader.next() == b"chunk 0"
     with pytest.raises(UpstreamStalled) as stalled:
         await reader.next()
     assert (stalled.value.phase, stalled.value.seconds) == ("idle", 0.1)
 
 
-async def test_chunks_without_an_answer_do_not_push_back_the_first_token_deadline() -> None:
+async def test_chunks_without_an_answer_do_not_push_back_the_first_token_deadline(
+    chunks: Chunks,
+) -> None:
     # Each gap (0.1 s) is well inside the idle deadline; together they pass the first-token one.
-    reader = BodyReader(_chunks([0.1] * 10), Deadlines(1.0, 0.35, 5.0))
+    reader = BodyReader(await chunks([0.1] * 10), Deadlines(1.0, 0.35, 5.0))
     with pytest.raises(UpstreamStalled) as stalled:
         await _read_all(reader, awaiting_first_token=True)
     assert stalled.value.phase == "first-token"

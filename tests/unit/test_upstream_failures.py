@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 
-import httpx
+import aiohttp
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from leasegate.core.observation import Observation
+from leasegate.upstream.clients import send_error
+from leasegate.upstream.errors import (
+    BodyFailed,
+    HeadersTimeout,
+    PoolExhausted,
+    RequestNotSent,
+    Unreachable,
+    UpstreamStalled,
+)
 from leasegate.upstream.failures import (
     error_fields,
     response_observation,
@@ -25,7 +36,7 @@ NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def test_pool_timeout_is_the_gateways_refusal_not_an_upstream_failure() -> None:
-    failure = send_failure(httpx.PoolTimeout("pool"), "openai-main")
+    failure = send_failure(PoolExhausted("pool"), "openai-main")
     assert failure.observation == Observation(
         kind="refused", refusal_code="upstream-pool-exhausted"
     )
@@ -38,41 +49,48 @@ def test_pool_timeout_is_the_gateways_refusal_not_an_upstream_failure() -> None:
 @pytest.mark.parametrize(
     "exc",
     [
-        httpx.ConnectError("[Errno -2] Name or service not known"),
-        httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED]"),
-        httpx.ConnectTimeout("connect"),
-        httpx.RemoteProtocolError("Server disconnected without sending a response."),
-        httpx.ReadError("Connection reset by peer"),
-        httpx.WriteError("Broken pipe"),
-        httpx.ProxyError("proxy"),
+        aiohttp.ServerDisconnectedError(),
+        aiohttp.ClientOSError(104, "Connection reset by peer"),
+        aiohttp.ConnectionTimeoutError("connect"),
+        aiohttp.ClientConnectionError("refused"),
+        ConnectionRefusedError(111, "refused"),
     ],
 )
-def test_failures_to_reach_the_upstream_are_connect_errors(exc: httpx.TransportError) -> None:
-    failure = send_failure(exc, "acct")
+def test_failures_to_reach_the_upstream_are_connect_errors(exc: BaseException) -> None:
+    mapped = send_error(exc, "acct", 30.0, headers_expired=False)
+    assert isinstance(mapped, Unreachable)
+    failure = send_failure(mapped, "acct")
     assert failure.observation == Observation(kind="connect-error")
     assert failure.error.code == "upstream-unreachable"
     assert failure.error.status == 502
 
 
-@pytest.mark.parametrize("exc", [httpx.ReadTimeout("read"), httpx.WriteTimeout("write")])
-def test_no_headers_in_time_is_a_timeout(exc: httpx.TransportError) -> None:
-    failure = send_failure(exc, "acct")
+def test_no_headers_in_time_is_a_timeout() -> None:
+    mapped = send_error(TimeoutError(), "acct", 0.5, headers_expired=True)
+    assert isinstance(mapped, HeadersTimeout)
+    failure = send_failure(mapped, "acct")
     assert failure.observation == Observation(kind="timeout")
     assert failure.error.code == "upstream-timeout"
     assert failure.error.status == 504
 
 
 def test_a_request_we_could_not_send_does_not_blame_the_account() -> None:
-    failure = send_failure(httpx.LocalProtocolError("Illegal header value"), "acct")
+    mapped = send_error(ValueError("Newline in header"), "acct", 30.0, headers_expired=False)
+    assert isinstance(mapped, RequestNotSent)
+    failure = send_failure(mapped, "acct")
     assert failure.observation.kind == "refused"
     assert failure.observation.refusal_code == "upstream-unreachable"
 
 
+@pytest.mark.parametrize("exc", [asyncio.CancelledError(), RuntimeError("a bug")])
+def test_what_is_not_an_upstream_failure_is_not_translated(exc: BaseException) -> None:
+    assert send_error(exc, "acct", 30.0, headers_expired=False) is None
+
+
 def test_failures_after_headers() -> None:
-    assert stream_failure(httpx.ReadTimeout("idle"), 200) == Observation(kind="timeout", status=200)
-    cut = httpx.RemoteProtocolError("peer closed connection without sending complete message body")
-    assert stream_failure(cut, 200) == Observation(kind="truncated", status=200)
-    assert stream_failure(httpx.ReadError("reset"), 200).kind == "truncated"
+    stalled = UpstreamStalled("idle", 1.0)
+    assert stream_failure(stalled, 200) == Observation(kind="timeout", status=200)
+    assert stream_failure(BodyFailed("cut"), 200) == Observation(kind="truncated", status=200)
 
 
 def _scanned(body: bytes) -> StreamScanner:
@@ -94,7 +112,9 @@ def test_stream_observation_prefers_the_error_then_completion() -> None:
 
 def test_response_observation_reads_the_error_payload_and_retry_after() -> None:
     body = json.dumps({"error": {"type": "requests", "code": "rate_limit_exceeded"}}).encode()
-    observed = response_observation(429, httpx.Headers({"Retry-After": "7"}), body, NOW)
+    observed = response_observation(
+        429, CIMultiDictProxy(CIMultiDict({"Retry-After": "7"})), body, NOW
+    )
     assert observed == Observation(
         kind="response",
         status=429,
@@ -168,7 +188,7 @@ def test_retry_after_seconds(headers: dict[str, str], expected: float | None) ->
 
 
 def test_retry_after_is_case_insensitive_on_real_headers() -> None:
-    assert retry_after_seconds(httpx.Headers({"Retry-After": "3"})) == 3.0
+    assert retry_after_seconds(CIMultiDictProxy(CIMultiDict({"Retry-After": "3"}))) == 3.0
 
 
 @given(st.text(max_size=40))

@@ -12,6 +12,7 @@ hashes alike whatever characters its id holds.
     {prefix}:{acct:<id>}:slots                 request slots in flight (sorted set)
     {prefix}:audit:witness                     the audit witness (hash; one key)
     {prefix}:revocations                       revocation fan-out (pub/sub channel)
+    {prefix}:health-news                       health news between proxies (pub/sub channel)
     {prefix}:{chain:<id>}:spend                a dispatch chain's tokens and cost (hash)
 """
 
@@ -40,6 +41,10 @@ def witness_key(prefix: str) -> str:
 
 def revocations_channel(prefix: str) -> str:
     return f"{prefix}:revocations"
+
+
+def health_news_channel(prefix: str) -> str:
+    return f"{prefix}:health-news"
 
 
 def chain_spend_key(prefix: str, chain_id: str) -> str:

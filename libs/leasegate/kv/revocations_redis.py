@@ -4,134 +4,53 @@ Pub/sub is fire-and-forget, so a subscriber that loses its connection may miss m
 on every (re)connect it calls `on_reset`, and the proxy drops its key cache, falling back to
 the database (which always knows) until the cache warms again.
 
-The subscription never holds up start-up: it runs in the background, reconnects with backoff
-(0.5 s doubling to 5 s; one log line when it goes down, then one a minute), and pings Redis
-every 2 s, so a partitioned connection that stays open but silent is noticed and replaced.
-`ready` is false while it is down; /readyz reports it under `redis`.
-
-On a Redis Cluster, classic PUBLISH reaches subscribers on every node, so the subscription
-(redis-py's cluster pub/sub, on the node owning the channel's slot) sees every revocation
-whichever node the publisher happened to reach.
+The subscription (subscription_redis.py) never holds up start-up, reconnects with backoff and
+notices a silent partition; `ready` is false while it is down; /readyz reports it under
+`redis`. On a Redis Cluster, classic PUBLISH reaches subscribers on every node, so the
+subscription sees every revocation whichever node the publisher happened to reach.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Sequence
 
-from redis.asyncio import RedisCluster
-from redis.exceptions import RedisError
-
 from leasegate.core.ports.revocation import OnReset, OnRevoked, Revocation
 from leasegate.kv import keys
 from leasegate.kv.redis_client import RedisClient
+from leasegate.kv.subscription_redis import RedisSubscription
 
 log = logging.getLogger("leasegate.revocations")
-
-_FIRST_RETRY_S = 0.5
-_MAX_RETRY_S = 5.0
-"""Reconnection backs off from 0.5 s to 5 s: a Redis that returns is used within 5 s."""
-_STILL_DOWN_LOG_EVERY_S = 60.0
-_POLL_S = 1.0
-_PING_EVERY_S = 2.0
 
 
 class RedisRevocationBus:
     def __init__(self, client: RedisClient, prefix: str, *, reply_within_s: float = 2.0) -> None:
-        self._client = client
-        self._channel = keys.revocations_channel(prefix)
-        self._task: asyncio.Task[None] | None = None
-        self._reply_within_s = reply_within_s
-        self._silent_after_s = _PING_EVERY_S + reply_within_s
-        self._went_live = asyncio.Event()
-        self._wanted = False
-        self._live = False
+        self._subscription = RedisSubscription(
+            client,
+            keys.revocations_channel(prefix),
+            "revocation",
+            "leasegate.revocations",
+            reply_within_s=reply_within_s,
+        )
 
     @property
     def ready(self) -> bool:
         """False while a subscription is wanted and not live (revocations could be missed)."""
-        return self._live or not self._wanted
+        return self._subscription.ready
 
     async def publish(self, revocations: Sequence[Revocation]) -> None:
-        if not revocations:
-            return
-        payload = json.dumps([[r.key_id, r.expires_at] for r in revocations])
-        await self._client.publish(self._channel, payload)
+        if revocations:
+            payload = json.dumps([[r.key_id, r.expires_at] for r in revocations])
+            await self._subscription.publish(payload)
 
     async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
-        """Start listening in the background; return once live, or after `reply_within_s`
-        anyway: a process started while Redis is down still binds its port, and `ready`
-        turns true when the subscription is live."""
-        self._wanted = True
-        self._went_live = asyncio.Event()
-        self._task = asyncio.create_task(self._listen(on_revoked, on_reset), name="revocations")
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._reply_within_s):
-                await self._went_live.wait()
-
-    async def _listen(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
-        loop = asyncio.get_running_loop()
-        delay, down_since, logged_at = _FIRST_RETRY_S, None, 0.0
-        while True:
-            try:
-                await self._deliver(on_revoked, on_reset, restored=down_since is not None)
-            except (RedisError, OSError) as exc:
-                self._live = False
-                now = loop.time()
-                if down_since is None or now - logged_at >= _STILL_DOWN_LOG_EVERY_S:
-                    # the store's name and the error's type: never the URL (credentials)
-                    log.warning(
-                        "revocation subscription down; retrying with backoff",
-                        extra={"store": "redis", "error": type(exc).__name__},
-                    )
-                    logged_at = now
-                down_since = down_since if down_since is not None else now
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _MAX_RETRY_S)
-                continue
-            delay, down_since = _FIRST_RETRY_S, None
-
-    async def _deliver(self, on_revoked: OnRevoked, on_reset: OnReset, *, restored: bool) -> None:
-        """Listen until the connection fails or goes silent (a partition): then raise."""
-        loop = asyncio.get_running_loop()
-        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-        try:
-            if isinstance(self._client, RedisCluster):
-                # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
-                await self._client.initialize()
-            await pubsub.subscribe(self._channel)
-            on_reset()
-            self._live = True
-            self._went_live.set()
-            if restored:
-                log.info("revocation subscription restored", extra={"store": "redis"})
-            heard = pinged = loop.time()
-            while True:
-                message = await pubsub.get_message(timeout=_POLL_S)
-                now = loop.time()
-                if message is not None:
-                    heard = now
-                    if message.get("type") == "message":
-                        on_revoked(_decode(message["data"]))
-                if now - pinged >= _PING_EVERY_S:
-                    await pubsub.ping()
-                    pinged = now
-                if now - heard > self._silent_after_s:
-                    raise TimeoutError("the revocation subscription stopped answering")
-        finally:
-            self._live = False
-            with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+        """Start listening in the background (see subscription_redis.py); returns once live,
+        or after `reply_within_s` anyway."""
+        await self._subscription.start(lambda data: on_revoked(_decode(data)), on_reset)
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._subscription.aclose()
 
 
 def _decode(data: bytes | str) -> list[Revocation]:

@@ -6,8 +6,8 @@
                  (default 120 s; the idle deadline does not apply before it)
     idle         the longest wait for any next chunk of the body
 
-httpx's own read timeout is off on purpose: it would apply the same number to the headers and
-to every gap between chunks, so a stream could never be allowed to idle longer than the
+The client's own read timeout is off on purpose: it would apply the same number to the headers
+and to every gap between chunks, so a stream could never be allowed to idle longer than the
 headers may take. The body deadlines time only the wait for the upstream, never the time spent
 handing a chunk to a slow client, so a slow reader is not blamed on the account.
 """
@@ -15,13 +15,13 @@ handing a chunk to a slow client, so a slow reader is not blamed on the account.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
+
+import aiohttp
 
 from leasegate.accounts import Account
-
-StallPhase = Literal["first-token", "idle"]
+from leasegate.upstream.errors import BodyFailed, StallPhase, UpstreamStalled
 
 
 class DeadlineSettings(Protocol):
@@ -59,42 +59,93 @@ def deadlines_for(account: Account, settings: DeadlineSettings) -> Deadlines:
     )
 
 
-class UpstreamStalled(Exception):
-    """The upstream sent no body bytes within a deadline (names the phase and the seconds)."""
+class Body(Protocol):
+    """The body of a response as aiohttp's `StreamReader` offers it."""
 
-    def __init__(self, phase: StallPhase, seconds: float) -> None:
-        super().__init__(f"no {phase} data from the upstream within {seconds:g} s")
-        self.phase: StallPhase = phase
-        self.seconds = seconds
+    def read_nowait(self, n: int = -1) -> bytes: ...
+    def at_eof(self) -> bool: ...
+    async def readany(self) -> bytes: ...
+    def set_exception(self, exc: BaseException) -> None: ...
 
 
 class BodyReader:
-    """Reads a response body chunk by chunk, each wait bounded by the right deadline."""
+    """Reads a response body chunk by chunk, each wait bounded by the right deadline.
 
-    __slots__ = ("_chunks", "_deadlines", "_first_token_at")
+    Cheap per chunk: bytes already buffered are taken without waiting or timing anything, and
+    one lazily re-armed timer serves the whole body (it is moved only when a deadline comes
+    sooner than the one it is armed for; otherwise it re-arms itself when it fires early).
+    A missed deadline fails the body with `UpstreamStalled`; call `close()` when done."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], deadlines: Deadlines) -> None:
-        self._chunks = chunks
+    __slots__ = (
+        "_body",
+        "_deadlines",
+        "_first_token_at",
+        "_loop",
+        "_timer",
+        "_waiting",
+        "_when",
+        "_why",
+    )
+
+    def __init__(self, body: Body, deadlines: Deadlines) -> None:
+        self._body = body
         self._deadlines = deadlines
+        self._loop = asyncio.get_running_loop()
         self._first_token_at: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiting = False
+        self._when = 0.0
+        self._why: tuple[StallPhase, float] = ("idle", deadlines.idle_s)
 
     async def next(self, *, awaiting_first_token: bool = False) -> bytes | None:
         """The next chunk, or None at the end of the body. Raises `UpstreamStalled`, and
-        httpx.TransportError when the connection fails."""
-        loop = asyncio.get_running_loop()
+        `BodyFailed` when the connection fails."""
+        if awaiting_first_token and self._first_token_at is None:
+            first_s = self._deadlines.first_token_s
+            if first_s is not None:
+                self._first_token_at = self._loop.time() + first_s
+        try:
+            chunk = self._body.read_nowait()
+            if chunk:
+                return chunk
+            if self._body.at_eof():
+                return None
+            self._arm(awaiting_first_token)
+            self._waiting = True
+            try:
+                chunk = await self._body.readany()
+            finally:
+                self._waiting = False
+        # RuntimeError: aiohttp's "Connection closed." for a wait on a lost connection.
+        except (aiohttp.ClientError, OSError, RuntimeError) as exc:
+            raise BodyFailed(f"the upstream connection failed ({type(exc).__name__})") from None
+        return chunk or None
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self, awaiting_first_token: bool) -> None:
+        now = self._loop.time()
         first_s = self._deadlines.first_token_s
-        phase: StallPhase
-        if awaiting_first_token and first_s is not None:
+        if awaiting_first_token and first_s is not None and self._first_token_at is not None:
             # One deadline for the whole wait: chunks without an answer (a preamble event, a
             # keep-alive comment) do not push it back.
-            if self._first_token_at is None:
-                self._first_token_at = loop.time() + first_s
-            when, phase, seconds = self._first_token_at, "first-token", first_s
+            self._when, self._why = self._first_token_at, ("first-token", first_s)
         else:
-            seconds = self._deadlines.idle_s
-            when, phase = loop.time() + seconds, "idle"
-        try:
-            async with asyncio.timeout_at(when):
-                return await anext(self._chunks, None)
-        except TimeoutError:
-            raise UpstreamStalled(phase, seconds) from None
+            self._when, self._why = now + self._deadlines.idle_s, ("idle", self._deadlines.idle_s)
+        if self._timer is not None and self._timer.when() > self._when:
+            self._timer.cancel()
+            self._timer = None
+        if self._timer is None:
+            self._timer = self._loop.call_at(self._when, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if not self._waiting:
+            return  # the next wait arms it again
+        if self._loop.time() < self._when:
+            self._timer = self._loop.call_at(self._when, self._fire)
+            return
+        self._body.set_exception(UpstreamStalled(*self._why))

@@ -1,23 +1,19 @@
 """What went wrong with an upstream call, as the classifier and the caller need to hear it.
 
-Transport exceptions before the response headers (`send_failure`):
+Before the response headers (`send_failure`, from `UpstreamClients.send`'s errors):
 
-    httpx.PoolTimeout                     refused `upstream-pool-exhausted` (503, held): our own
-                                          pool had no free connection; the upstream is not blamed
-    ConnectError, ConnectTimeout, DNS,    connect-error (caller: 502 `upstream-unreachable`)
-    TLS, a reset or a protocol error
-    before the request went out
-    DroppedAfterSend: the connection was  dropped (upstream-error, model scope; caller: 502
-    lost once the request had started    `upstream-unreachable`): the caller's own request
-    going out, before any status line     may have provoked it, so never account-level
-    ReadTimeout, WriteTimeout             timeout (caller: 504 `upstream-timeout`); `send`
-                                          raises ReadTimeout for a missed headers deadline
-    LocalProtocolError, UnsupportedProtocol
-                                          refused `upstream-unreachable`: our request could not
-                                          be sent; nothing says the account is unwell
+    PoolExhausted        refused `upstream-pool-exhausted` (503, held): our own pool had no
+                         free connection; the upstream is not blamed
+    Unreachable          connect-error (caller: 502 `upstream-unreachable`): refused, DNS,
+                         TLS, connect timeout, a reset or a close before the status line
+    DroppedAfterSend     dropped (upstream-error, model scope; caller: 502
+                         `upstream-unreachable`): the caller's own request may have provoked
+                         it, so never account-level
+    HeadersTimeout       timeout (caller: 504 `upstream-timeout`)
+    RequestNotSent       refused `upstream-unreachable`: our request could not be sent;
+                         nothing says the account is unwell
 
-After the headers (`stream_failure`): a read timeout is `timeout`, anything else `truncated`.
-(The relays time body reads themselves, see deadlines.py; httpx's read timeout is off.)
+After the headers (`stream_failure`): a stall is `timeout`, a failed connection `truncated`.
 """
 
 from __future__ import annotations
@@ -29,18 +25,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-import httpx
-
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
 from leasegate.upstream.context_length import context_length_exceeded
+from leasegate.upstream.errors import (
+    DroppedAfterSend,
+    HeadersTimeout,
+    PoolExhausted,
+    RequestNotSent,
+    UpstreamError,
+    UpstreamStalled,
+)
 from leasegate.upstream.payloads import error_fields_of
 from leasegate.upstream.sse import StreamScanner
-
-
-class DroppedAfterSend(httpx.TransportError):
-    """The upstream closed or reset the connection after our request started going out and
-    before a status line came back (the message is the underlying exception's type only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +48,14 @@ class SendFailure:
     """What the caller is answered."""
 
 
-def send_failure(exc: httpx.TransportError, account_id: str) -> SendFailure:
+def send_failure(exc: UpstreamError, account_id: str) -> SendFailure:
     """Map an exception raised by `UpstreamClients.send` (no headers arrived)."""
-    if isinstance(exc, httpx.PoolTimeout):
+    if isinstance(exc, PoolExhausted):
         return _refused(
             "upstream-pool-exhausted",
             f"no free connection to account {account_id} within the pool timeout",
         )
-    if isinstance(exc, httpx.LocalProtocolError | httpx.UnsupportedProtocol):
+    if isinstance(exc, RequestNotSent):
         return _refused(
             "upstream-unreachable", f"the request to account {account_id} could not be sent"
         )
@@ -67,13 +64,11 @@ def send_failure(exc: httpx.TransportError, account_id: str) -> SendFailure:
             Observation(kind="dropped"),
             GatewayError("upstream-unreachable", f"account {account_id} dropped the connection"),
         )
-    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+    if isinstance(exc, HeadersTimeout):
         return SendFailure(
             Observation(kind="timeout"),
             GatewayError("upstream-timeout", f"account {account_id} did not answer in time"),
         )
-    # ConnectError (DNS, refused, TLS), ConnectTimeout, ReadError/WriteError (a reset),
-    # RemoteProtocolError (closed before a status line), ProxyError.
     return SendFailure(
         Observation(kind="connect-error"),
         GatewayError("upstream-unreachable", f"account {account_id} could not be reached"),
@@ -84,9 +79,9 @@ def _refused(code: str, message: str) -> SendFailure:
     return SendFailure(Observation(kind="refused", refusal_code=code), GatewayError(code, message))
 
 
-def stream_failure(exc: httpx.TransportError, status: int) -> Observation:
+def stream_failure(exc: UpstreamError, status: int) -> Observation:
     """Map an exception raised while reading a response whose headers had arrived."""
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, UpstreamStalled | HeadersTimeout):
         return Observation(kind="timeout", status=status)
     return Observation(kind="truncated", status=status)
 
@@ -139,8 +134,8 @@ def error_fields(body: bytes) -> tuple[str | None, str | None]:
 
 def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
     """Seconds the upstream asked us to wait: `retry-after-ms`, else `Retry-After` (seconds
-    or an HTTP-date). None when absent or unreadable. `headers`: httpx or Starlette headers,
-    or a mapping with lower-case keys."""
+    or an HTTP-date). None when absent or unreadable. `headers`: a case-insensitive mapping
+    (the upstream response's) or one with lower-case keys."""
     millis = _seconds(headers.get("retry-after-ms"))
     if millis is not None:
         return millis / 1000.0

@@ -6,11 +6,12 @@ so nothing a provider echoes back from a prompt can end up in an evidence row.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+import orjson
 
 Dialect = Literal["openai", "anthropic", "responses"]
 """openai: /v1/chat/completions, /v1/completions, /v1/embeddings; responses: /v1/responses;
@@ -101,8 +102,8 @@ _USAGE_READERS = {
 def usage_from_body(dialect: Dialect, body: bytes) -> Usage:
     """Usage of a non-streaming JSON response; empty when the body says nothing usable."""
     try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):
+        obj = orjson.loads(body)  # depth-limited in C: no RecursionError to fear
+    except orjson.JSONDecodeError:
         return Usage()
     usage = obj.get("usage") if isinstance(obj, dict) else None
     if not isinstance(usage, dict):

@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from leasegate.config import Config
 from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
 from leasegate.core.ports.capacity import RequestSlots
-from leasegate.core.ports.health import HealthPolicy, HealthStore
+from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.ports.witness import AuditWitness
@@ -21,6 +21,8 @@ from leasegate.db.engine import Deadlines as DatabaseDeadlines
 from leasegate.db.store import Store
 from leasegate.kv.connect import Deadlines as RedisDeadlines
 from leasegate.kv.connect import redis_client
+from leasegate.kv.health_fanout_memory import InProcessHealthFanout
+from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
 from leasegate.kv.redis_client import RedisClient, cluster_client
@@ -39,6 +41,8 @@ class Stores:
     database: Database
     store: Store
     health: HealthStore
+    health_fanout: HealthFanout
+    """Health news between proxies (each proxy's local view, proxy/health_view.py)."""
     slots: RequestSlots
     revocations: RevocationBus
     redis: RedisClient | None
@@ -63,6 +67,7 @@ class Stores:
 
     async def aclose(self) -> None:
         await self.revocations.aclose()
+        await self.health_fanout.aclose()
         await self.health.aclose()
         await self.slots.aclose()
         if self.redis is not None:
@@ -99,6 +104,7 @@ def open_stores(config: Config) -> Stores:
             database=database,
             store=Store(database),
             health=InProcessHealthStore(policy),
+            health_fanout=InProcessHealthFanout(),
             slots=InProcessRequestSlots(settings.request_slot_lease_s),
             revocations=InProcessRevocationBus(),
             redis=None,
@@ -114,6 +120,9 @@ def open_stores(config: Config) -> Stores:
         database=database,
         store=Store(database),
         health=RedisHealthStore(client, prefix, policy),
+        health_fanout=RedisHealthFanout(
+            client, prefix, reply_within_s=settings.redis_command_timeout_s
+        ),
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
         revocations=RedisRevocationBus(
             client, prefix, reply_within_s=settings.redis_command_timeout_s

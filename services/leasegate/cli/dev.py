@@ -18,7 +18,14 @@ from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.migrate import upgrade
-from leasegate.proxy.app import build_proxy_runtime, proxy_routes, start_proxy, stop_proxy
+from leasegate.proxy.app import (
+    build_proxy_runtime,
+    proxy_routes,
+    start_proxy,
+    stop_proxy,
+    with_data_plane,
+)
+from leasegate.proxy.asgi import DataPlane
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
@@ -28,7 +35,9 @@ from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import open_stores
 
 
-def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool = True) -> FastAPI:
+def create_dev_app(
+    config: Config, clock: Clock | None = None, *, migrate: bool = True
+) -> DataPlane:
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
@@ -82,4 +91,4 @@ def create_dev_app(config: Config, clock: Clock | None = None, *, migrate: bool 
     app.state.control = control
     app.state.proxy = proxy
     app.state.stores = stores
-    return app
+    return with_data_plane(proxy, app, traced=config.tracing_endpoint is not None)

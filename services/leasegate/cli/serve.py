@@ -54,7 +54,10 @@ def _options(config: Config, host: str, port: int) -> dict[str, Any]:
         "access_log": False,  # leasegate.web.access_log writes the access lines
         "timeout_graceful_shutdown": int(config.settings.shutdown_drain_s),
         "lifespan": "on",
-        # header read deadline and header size cap (leasegate.web.header_deadline)
+        # named, not "auto": a missing uvloop fails at start instead of silently costing CPU
+        "loop": "uvloop",
+        # httptools, with the header read deadline and header size cap
+        # (leasegate.web.header_deadline)
         "http": header_deadline_protocol(config.settings.header_read_timeout_s),
     }
 

@@ -15,11 +15,11 @@ from leasegate.config import Config
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.audit import AuditRepository
 from leasegate.kv.slot_keeper import SlotKeeper
-from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
+from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
 from leasegate.proxy.evidence_metrics import EvidenceMetrics
 from leasegate.proxy.evidence_spill import SpillFile
-from leasegate.proxy.forward import forward
+from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.models import list_models, retrieve_model
@@ -46,7 +46,7 @@ def build_proxy_runtime(
         clock=clock,
         resolver=KeyResolver(stores.store, clock, settings.key_cache_ttl_s),
         clients=UpstreamClients(config.registry, config.credentials, settings),
-        health=stores.health,
+        health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(
             stores.store,
@@ -73,22 +73,21 @@ def build_proxy_runtime(
 
 async def start_proxy(runtime: ProxyRuntime, stores: Stores) -> None:
     await stores.revocations.subscribe(runtime.resolver.on_revoked, runtime.resolver.on_reset)
+    await runtime.health.start()
     runtime.evidence.start()
     runtime.slots.start()
 
 
 async def stop_proxy(runtime: ProxyRuntime) -> None:
     await runtime.slots.stop()
+    await runtime.health.stop()
     await runtime.evidence.stop(runtime.settings.shutdown_drain_s)
     await runtime.clients.aclose()
 
 
 def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
-    def endpoint_handler(endpoint: Endpoint):  # type: ignore[no-untyped-def]
-        async def handle(request: Request) -> Response:
-            return await forward(runtime, endpoint, request)
-
-        return handle
+    """The proxy's routes that go through the framework (the proxied endpoints do not: see
+    asgi.py)."""
 
     async def models(request: Request) -> Response:
         return await list_models(runtime, request)
@@ -96,13 +95,21 @@ def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
     async def model(request: Request) -> Response:
         return await retrieve_model(runtime, request)
 
-    routes = [Route(e.path, endpoint_handler(e), methods=["POST"]) for e in ENDPOINTS]
-    routes.append(Route("/v1/models", models, methods=["GET"]))
-    routes.append(Route("/v1/models/{model_id:path}", model, methods=["GET"]))
-    return routes
+    return [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
+    ]
 
 
-def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
+def with_data_plane(runtime: ProxyRuntime, app: FastAPI, *, traced: bool) -> DataPlane:
+    """`app` behind the data plane: proxied `POST`s skip the framework, unless requests are
+    traced (the framework makes the server spans)."""
+    plane = DataPlane(runtime, app, bypass=not traced)
+    app.router.routes.extend(plane.routes())
+    return plane
+
+
+def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     """The proxy as its own process (production mode)."""
     the_clock = clock or SystemClock()
     stores = open_stores(config)
@@ -145,4 +152,4 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> FastAPI:
     )
     app.state.runtime = runtime
     app.state.stores = stores
-    return app
+    return with_data_plane(runtime, app, traced=config.tracing_endpoint is not None)

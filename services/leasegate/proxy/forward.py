@@ -7,9 +7,9 @@ key -> account -> endpoint -> caller headers -> body -> model -> budget -> healt
 
 from __future__ import annotations
 
-import httpx
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from collections.abc import Awaitable, Callable
+
+from starlette.types import ASGIApp
 
 from leasegate.accounts import Account
 from leasegate.core.clock import new_id
@@ -27,30 +27,45 @@ from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.health import block_code
 from leasegate.upstream.caller_headers import check_header_cap
+from leasegate.upstream.errors import UpstreamError
 from leasegate.upstream.failures import send_failure
 from leasegate.web.body_limit import BodyReadTimeout, BodyTooLarge
 from leasegate.web.errors import STORE_ERRORS
 
 
-async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -> Response:
+class ClientGone(Exception):
+    """The caller disconnected before its request body was in (its row is already queued)."""
+
+
+Body = Callable[[], Awaitable[bytes]]
+"""Reads the whole request body once; raises ClientGone if the caller goes away."""
+
+
+async def forward(
+    runtime: ProxyRuntime, endpoint: Endpoint, headers: list[tuple[bytes, bytes]], body: Body
+) -> ASGIApp:
+    """The ASGI app that answers this request: a relay of the upstream's answer, or a
+    refusal. `headers`: the ASGI scope's (lower-case names)."""
     clock = runtime.clock
     attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
     attempt.feeds_health = endpoint.completion
-    token = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
+    authorization, x_api_key, content_type = _wanted_headers(headers)
+    token = presented_key(authorization, x_api_key)
     if token is None:
         error = GatewayError("key-invalid", "no key: send it as Authorization: Bearer or x-api-key")
         return refusal_response(error, attempt.request_id)
     try:
         key, account = await _admit_key(runtime, endpoint, attempt, token)
-        check_header_cap(request.headers.items(), runtime.settings.max_forwarded_header_bytes)
-        payload = await _rewrite_body(runtime, request, attempt, key)
+        pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+        check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
+        payload = await _rewrite_body(runtime, content_type, body, attempt, key)
         await runtime.spend.check(key)
         await _check_health(runtime, attempt, key)
         await _take_slot(runtime, attempt, account)
-    except ClientDisconnect:
+    except ClientGone:
         # The caller hung up while its body was being read: one row, nobody to answer.
         await runtime.finish(attempt, Observation("client-abort"))
-        return Response(status_code=400)
+        raise
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
         return refusal_response(refusal, attempt.request_id, attempt.key)
@@ -62,12 +77,10 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
         )
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
         return refusal_response(unavailable, attempt.request_id, attempt.key)
-    upstream_request = runtime.clients.build_request(
-        account, endpoint.path, payload, request.headers
-    )
+    upstream_request = runtime.clients.build_request(account, endpoint.path, payload, pairs)
     try:
-        upstream = await runtime.clients.send(account.id, upstream_request)
-    except httpx.TransportError as exc:
+        upstream = await runtime.clients.send(upstream_request)
+    except UpstreamError as exc:
         failure = send_failure(exc, account.id)
         await runtime.finish(attempt, failure.observation)
         return refusal_response(failure.error, attempt.request_id, key)
@@ -76,7 +89,7 @@ async def forward(runtime: ProxyRuntime, endpoint: Endpoint, request: Request) -
         # and the slot goes back.
         await runtime.finish(attempt, Observation("client-abort"))
         raise
-    attempt.upstream_status = upstream.status_code
+    attempt.upstream_status = upstream.status
     attempt.first_byte_mono = clock.monotonic()
     is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
     deadlines = runtime.clients.deadlines(account.id)
@@ -108,12 +121,29 @@ async def _admit_key(
     return key, account
 
 
+def _wanted_headers(
+    headers: list[tuple[bytes, bytes]],
+) -> tuple[str | None, str | None, str | None]:
+    """(authorization, x-api-key, content-type) in one pass over the raw headers."""
+    authorization = x_api_key = content_type = None
+    for name, value in headers:
+        if name == b"authorization":
+            authorization = value.decode("latin-1")
+        elif name == b"x-api-key":
+            x_api_key = value.decode("latin-1")
+        elif name == b"content-type":
+            content_type = value.decode("latin-1")
+    return authorization, x_api_key, content_type
+
+
 async def _rewrite_body(
-    runtime: ProxyRuntime, request: Request, attempt: Attempt, key: KeyRecord
+    runtime: ProxyRuntime, content_type: str | None, read: Body, attempt: Attempt, key: KeyRecord
 ) -> bytes:
-    check_content_type(request.headers.get("content-type"))
+    """The body to send upstream, `model` set to the served name (always re-encoded: the
+    upstream reads exactly what was checked, duplicate keys included)."""
+    check_content_type(content_type)
     try:
-        raw = await request.body()
+        raw = await read()
     except BodyTooLarge as too_large:
         raise GatewayError("invalid-request", too_large.detail, status=413) from None
     except BodyReadTimeout as timed_out:

@@ -21,7 +21,6 @@ import contextlib
 import logging
 
 import anyio
-import httpx
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
@@ -32,7 +31,9 @@ from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.classify import classify
-from leasegate.upstream.deadlines import BodyReader, Deadlines, UpstreamStalled
+from leasegate.upstream.clients import UpstreamResponse
+from leasegate.upstream.deadlines import BodyReader, Deadlines
+from leasegate.upstream.errors import BodyFailed, UpstreamError, UpstreamStalled
 from leasegate.upstream.failures import (
     response_observation,
     stream_failure,
@@ -74,7 +75,7 @@ def refusal_response(
     return JSONResponse(error.envelope(), status_code=error.status, headers=headers)
 
 
-def _response_headers(attempt: Attempt, upstream: httpx.Response) -> list[tuple[bytes, bytes]]:
+def _response_headers(attempt: Attempt, upstream: UpstreamResponse) -> list[tuple[bytes, bytes]]:
     headers = [
         (name.encode(), value.encode())
         for name in _PASSED_HEADERS
@@ -96,7 +97,7 @@ class _Relay(Response):
         runtime: ProxyRuntime,
         attempt: Attempt,
         endpoint: Endpoint,
-        upstream: httpx.Response,
+        upstream: UpstreamResponse,
         deadlines: Deadlines,
     ) -> None:
         self._runtime = runtime
@@ -110,11 +111,14 @@ class BufferedRelay(_Relay):
     """A non-streaming answer (or any error status): read whole, parsed for usage, sent."""
 
     async def _read(self) -> bytes:
-        reader = BodyReader(self._upstream.aiter_bytes(), self._deadlines)
+        reader = BodyReader(self._upstream.content, self._deadlines)
         parts = []
-        while (chunk := await reader.next()) is not None:
-            parts.append(chunk)
-        return b"".join(parts)
+        try:
+            while (chunk := await reader.next()) is not None:
+                parts.append(chunk)
+        finally:
+            reader.close()
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
@@ -123,18 +127,15 @@ class BufferedRelay(_Relay):
             error: GatewayError | None = None
             try:
                 body = await self._read()
-            except UpstreamStalled:
-                observation = Observation("timeout", status=upstream.status_code)
-                error = GatewayError("upstream-timeout", "the upstream stopped answering")
-            except httpx.TransportError as exc:
-                observation = stream_failure(exc, upstream.status_code)
+            except UpstreamError as exc:
+                observation = stream_failure(exc, upstream.status)
                 error = (
                     GatewayError("upstream-timeout", "the upstream stopped answering")
-                    if isinstance(exc, httpx.TimeoutException)
+                    if isinstance(exc, UpstreamStalled)
                     else GatewayError("upstream-unreachable", "the upstream connection failed")
                 )
             else:
-                observation = response_observation(upstream.status_code, upstream.headers, body)
+                observation = response_observation(upstream.status, upstream.headers, body)
                 if upstream.is_success:
                     attempt.usage = usage_from_body(self._endpoint.dialect, body)
             if qualifies(observation):
@@ -151,7 +152,7 @@ class BufferedRelay(_Relay):
                     # where Dispatch may hop now: the one hop that changes model
                     headers.append((CONTEXT_FALLBACK_HEADER, fallback.encode()))
             await send(
-                {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
+                {"type": "http.response.start", "status": upstream.status, "headers": headers}
             )
             await send({"type": "http.response.body", "body": body})
         finally:
@@ -166,14 +167,14 @@ class StreamRelay(_Relay):
         account = runtime.registry.account(attempt.key.account_id) if attempt.key else None
         drop = account is None or not account.pass_malformed_events
         scanner = StreamScanner(self._endpoint.dialect, drop_malformed=drop)
-        observation = Observation("client-abort", status=upstream.status_code)
+        observation = Observation("client-abort", status=upstream.status)
         task = asyncio.current_task()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task))
         try:
             await send(
                 {
                     "type": "http.response.start",
-                    "status": upstream.status_code,
+                    "status": upstream.status,
                     "headers": _response_headers(attempt, upstream),
                 }
             )
@@ -182,7 +183,7 @@ class StreamRelay(_Relay):
         except asyncio.CancelledError:
             if task is None or not watcher.done() or task.cancelling() > 1:
                 # not the watcher's doing: the server cancels what is left after the drain
-                observation = Observation("gateway-shutdown", status=upstream.status_code)
+                observation = Observation("gateway-shutdown", status=upstream.status)
                 await self._end_with_error(send, "gateway-shutdown", SHUTDOWN_MESSAGE)
                 raise
             task.uncancel()
@@ -206,8 +207,8 @@ class StreamRelay(_Relay):
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
         """Relay until the upstream ends, stalls or fails; returns how it ended."""
-        status = self._upstream.status_code
-        reader = BodyReader(self._upstream.aiter_raw(), self._deadlines)
+        status = self._upstream.status
+        reader = BodyReader(self._upstream.content, self._deadlines)
         try:
             while (
                 chunk := await reader.next(awaiting_first_token=not scanner.answering)
@@ -229,7 +230,7 @@ class StreamRelay(_Relay):
             await self._finish_first(scanner, timeout)
             await self._append_error(send, "upstream-timeout", message)
             return timeout
-        except httpx.TransportError as exc:
+        except BodyFailed as exc:
             await self._flush(scanner, send)
             if scanner.completed or scanner.error is not None:
                 return stream_observation(scanner, status)
@@ -237,6 +238,8 @@ class StreamRelay(_Relay):
             await self._finish_first(scanner, cut)
             await self._append_error(send, "upstream-truncated", "the upstream stream was cut")
             return cut
+        finally:
+            reader.close()
         await self._flush(scanner, send)
         observation = stream_observation(scanner, status)
         if observation.kind == "truncated":
@@ -277,13 +280,13 @@ def qualifies(observation: Observation) -> bool:
 
 
 async def _close_and_finish(
-    runtime: ProxyRuntime, attempt: Attempt, upstream: httpx.Response, observation: Observation
+    runtime: ProxyRuntime, attempt: Attempt, upstream: UpstreamResponse, observation: Observation
 ) -> None:
     """Shielded from the cancellation that a client abort is; the attempt is finished (its
     slot given back) even if closing the upstream response raises."""
     with anyio.CancelScope(shield=True):
         try:
-            await upstream.aclose()
+            upstream.close()
         finally:
             await runtime.finish(attempt, observation)
 

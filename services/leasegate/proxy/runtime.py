@@ -9,10 +9,11 @@ from leasegate.accounts import Registry
 from leasegate.config import Settings
 from leasegate.core.clock import Clock
 from leasegate.core.observation import Observation
-from leasegate.core.ports.health import HealthStore, HealthTransition
+from leasegate.core.ports.health import HealthTransition
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.evidence import EvidenceSink
+from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.spend import SpendGate
@@ -31,7 +32,7 @@ class ProxyRuntime:
     clock: Clock
     resolver: KeyResolver
     clients: UpstreamClients
-    health: HealthStore
+    health: HealthView
     slots: SlotKeeper
     evidence: EvidenceSink
     metrics: ProxyMetrics

@@ -8,7 +8,7 @@ simply not active any more.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -132,3 +132,35 @@ class HealthStore(Protocol):
 
     async def aclose(self) -> None:
         """Release what the store owns."""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthNews:
+    """What a proxy tells the others after it recorded a failure on a pair or a circuit."""
+
+    account_id: str
+    model: str | None
+    """The served model; None for the account circuit."""
+    until: float
+    """Epoch seconds a cooldown it started (or knows of) ends; 0.0: only a streak grew."""
+
+
+OnNews = Callable[[Sequence[HealthNews]], None]
+OnHealthReset = Callable[[], None]
+"""Called when the subscription (re)connects: news may have been missed."""
+
+
+class HealthFanout(Protocol):
+    """Health news from every proxy to every proxy (fire and forget)."""
+
+    async def publish(self, news: Sequence[HealthNews]) -> None: ...
+
+    @property
+    def ready(self) -> bool:
+        """False while the subscription is down (news could be missed)."""
+
+    async def subscribe(self, on_news: OnNews, on_reset: OnHealthReset) -> None:
+        """Start delivering, in the background if the fan-out needs a connection (`ready`
+        then says when it is live); never waits for a store to answer."""
+
+    async def aclose(self) -> None: ...

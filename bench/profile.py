@@ -1,0 +1,124 @@
+"""`python -m bench.profile`: where the production proxy's CPU goes under non-stream load.
+
+Starts the bench stack (bench/stack.py), drives the production proxy with non-streaming chat
+completions at c=16 (wrk if installed, else the Python generator) while `py-spy record`
+samples the proxy, and prints the share of samples that pass through each package
+(inclusive) and the functions most often on top (self). py-spy is not a dependency of the
+project: `pip install py-spy` into the venv first. Writes bench/results/profile.txt (the
+collapsed stacks, loadable by speedscope or flamegraph.pl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import sys
+import threading
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+
+from bench import wrk
+from bench.load import request_body, request_bytes, run_phase
+from bench.stack import Options, mint_key, start_stack
+
+RESULTS = Path(__file__).parent / "results"
+GROUPS = (
+    "aiohttp",
+    "httpx",
+    "httpcore",
+    "anyio",
+    "starlette",
+    "fastapi",
+    "uvicorn",
+    "redis",
+    "sqlalchemy",
+    "asyncpg",
+    "leasegate/proxy",
+    "leasegate/upstream",
+    "leasegate/kv",
+    "leasegate/web",
+    "asyncio",
+)
+
+
+def _load(url: str, key: str, seconds: float, pid: int, mock: int) -> None:
+    if wrk.available():
+        headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+        wrk.run_phase(
+            f"{url}/v1/chat/completions",
+            request_body(stream=False),
+            headers,
+            concurrency=16,
+            duration_s=seconds,
+            watch_pid=pid,
+            mock_pid=mock,
+            events_per_request=0.0,
+        )
+        return
+    asyncio.run(
+        run_phase(
+            url,
+            request_bytes(url, key, stream=False),
+            concurrency=16,
+            duration_s=seconds,
+            warmup_s=0.5,
+            watch_pid=pid,
+        )
+    )
+
+
+def summarise(collapsed: str, top: int = 25) -> str:
+    inclusive: Counter[str] = Counter()
+    self_time: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        total += count
+        frames = stack.split(";")
+        for group in GROUPS:
+            if any(f"/{group}/" in frame or f"{group}/" in frame for frame in frames):
+                inclusive[group] += count
+        self_time[frames[-1]] += count
+    lines = [f"{total} samples; inclusive share by package:"]
+    lines += [f"  {g:<22}{100 * n / total:5.1f} %" for g, n in inclusive.most_common()]
+    lines.append(f"top {top} frames by self time:")
+    lines += [f"  {100 * n / total:5.1f} %  {f}" for f, n in self_time.most_common(top)]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out = RESULTS / "profile.txt"
+    with ExitStack() as resources:
+        stack = start_stack(resources, RESULTS / "logs", Options())
+        key = mint_key(stack.control_plane.url)
+        pid = stack.proxy.pid
+        _load(stack.proxy.url, key, 2.0, pid, stack.upstream.pid)  # warm up
+        loader = threading.Thread(
+            target=_load,
+            args=(stack.proxy.url, key, args.seconds + 2, pid, stack.upstream.pid),
+        )
+        loader.start()
+        argv = [spy, "record", "-f", "raw", "-o", str(out), "-d", str(int(args.seconds))]
+        subprocess.run(  # noqa: S603 - py-spy with fixed arguments
+            [*argv, "-p", str(pid), "--nonblocking"],
+            check=True,
+            capture_output=True,
+        )
+        loader.join()
+    print(summarise(out.read_text()))
+    print(f"collapsed stacks: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

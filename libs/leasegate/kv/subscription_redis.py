@@ -1,0 +1,136 @@
+"""One Redis pub/sub channel listened to in the background, for every fan-out that needs one
+(revocations, health news).
+
+Pub/sub is fire-and-forget, so a subscriber that loses its connection may miss messages: on
+every (re)connect it calls `on_reset`, and the owner falls back to the store (which always
+knows) until it has caught up. The subscription never holds up start-up: it runs in the
+background, reconnects with backoff (0.5 s doubling to 5 s; one log line when it goes down,
+then one a minute), and pings Redis every 2 s, so a partitioned connection that stays open
+but silent is noticed and replaced. `ready` is false while it is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from redis.asyncio import RedisCluster
+from redis.exceptions import RedisError
+
+from leasegate.kv.redis_client import RedisClient
+
+OnMessage = Callable[[bytes | str], None]
+OnReset = Callable[[], None]
+
+_FIRST_RETRY_S = 0.5
+_MAX_RETRY_S = 5.0
+"""Reconnection backs off from 0.5 s to 5 s: a Redis that returns is used within 5 s."""
+_STILL_DOWN_LOG_EVERY_S = 60.0
+_POLL_S = 1.0
+_PING_EVERY_S = 2.0
+
+
+class RedisSubscription:
+    """`name` says what the channel carries, in task names and log lines (on `logger`)."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        channel: str,
+        name: str,
+        logger: str,
+        *,
+        reply_within_s: float = 2.0,
+    ) -> None:
+        self._log = logging.getLogger(logger)
+        self._client = client
+        self._channel = channel
+        self._name = name
+        self._task: asyncio.Task[None] | None = None
+        self._reply_within_s = reply_within_s
+        self._silent_after_s = _PING_EVERY_S + reply_within_s
+        self._went_live = asyncio.Event()
+        self._wanted = False
+        self._live = False
+
+    @property
+    def ready(self) -> bool:
+        """False while a subscription is wanted and not live (messages could be missed)."""
+        return self._live or not self._wanted
+
+    async def publish(self, payload: str) -> None:
+        await self._client.publish(self._channel, payload)
+
+    async def start(self, on_message: OnMessage, on_reset: OnReset) -> None:
+        """Start listening in the background; return once live, or after `reply_within_s`
+        anyway: a process started while Redis is down still binds its port, and `ready`
+        turns true when the subscription is live."""
+        self._wanted = True
+        self._went_live = asyncio.Event()
+        self._task = asyncio.create_task(self._listen(on_message, on_reset), name=self._name)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._reply_within_s):
+                await self._went_live.wait()
+
+    async def _listen(self, on_message: OnMessage, on_reset: OnReset) -> None:
+        loop = asyncio.get_running_loop()
+        delay, down_since, logged_at = _FIRST_RETRY_S, None, 0.0
+        while True:
+            try:
+                await self._deliver(on_message, on_reset, restored=down_since is not None)
+            except (RedisError, OSError) as exc:
+                self._live = False
+                now = loop.time()
+                if down_since is None or now - logged_at >= _STILL_DOWN_LOG_EVERY_S:
+                    # the store's name and the error's type: never the URL (credentials)
+                    self._log.warning(
+                        f"{self._name} subscription down; retrying with backoff",
+                        extra={"store": "redis", "error": type(exc).__name__},
+                    )
+                    logged_at = now
+                down_since = down_since if down_since is not None else now
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_S)
+                continue
+            delay, down_since = _FIRST_RETRY_S, None
+
+    async def _deliver(self, on_message: OnMessage, on_reset: OnReset, *, restored: bool) -> None:
+        """Listen until the connection fails or goes silent (a partition): then raise."""
+        loop = asyncio.get_running_loop()
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        try:
+            if isinstance(self._client, RedisCluster):
+                # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
+                await self._client.initialize()
+            await pubsub.subscribe(self._channel)
+            on_reset()
+            self._live = True
+            self._went_live.set()
+            if restored:
+                self._log.info(f"{self._name} subscription restored", extra={"store": "redis"})
+            heard = pinged = loop.time()
+            while True:
+                message = await pubsub.get_message(timeout=_POLL_S)
+                now = loop.time()
+                if message is not None:
+                    heard = now
+                    if message.get("type") == "message":
+                        on_message(message["data"])
+                if now - pinged >= _PING_EVERY_S:
+                    await pubsub.ping()
+                    pinged = now
+                if now - heard > self._silent_after_s:
+                    raise TimeoutError(f"the {self._name} subscription stopped answering")
+        finally:
+            self._live = False
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,93 @@
+"""The data plane as a plain ASGI callable: no framework on a proxied request's path.
+
+`DataPlane` answers `POST` on the proxied endpoints itself (a dict lookup on the path) and
+hands everything else — `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, unknown paths,
+wrong methods, the lifespan — to the FastAPI app behind it, which keeps its validation, error
+envelopes and OpenAPI where they pay. The request body is read here once, behind the same
+`BodyLimitMiddleware` (size cap, idle deadline) the FastAPI side uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
+from leasegate.proxy.forward import ClientGone, forward
+from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.web.body_limit import BodyLimitMiddleware
+
+
+class ProxiedEndpoint:
+    """The ASGI app of one proxied endpoint (`POST` only; the router checks the method).
+    It is served behind `BodyLimitMiddleware` (size cap and body idle deadline), whose
+    refusals `forward` records like any other."""
+
+    __slots__ = ("endpoint", "runtime")
+
+    def __init__(self, runtime: ProxyRuntime, endpoint: Endpoint) -> None:
+        self.runtime = runtime
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def body() -> bytes:
+            return await _read_body(receive)
+
+        try:
+            app = await forward(self.runtime, self.endpoint, scope["headers"], body)
+        except ClientGone:
+            return  # the caller went away while sending its body; its row is queued
+        await app(scope, receive, send)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        if chunk:
+            parts.append(chunk)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class DataPlane:
+    """ASGI: proxied `POST`s go straight to their endpoint's app; the rest to `rest`.
+
+    With `bypass=False` (tracing on) everything goes through `rest`, whose framework makes
+    each request's server span: the same endpoint apps, reached through its router."""
+
+    def __init__(self, runtime: ProxyRuntime, rest: ASGIApp, *, bypass: bool = True) -> None:
+        self.runtime = runtime
+        self.rest = rest
+        self._bypass = bypass
+        settings = runtime.settings
+        self._bare = {e.path: ProxiedEndpoint(runtime, e) for e in ENDPOINTS}
+        self.endpoints: dict[str, ASGIApp] = {
+            path: BodyLimitMiddleware(
+                app, max_bytes=settings.max_body_bytes, idle_timeout_s=settings.body_idle_timeout_s
+            )
+            for path, app in self._bare.items()
+        }
+
+    @property
+    def state(self) -> Any:
+        """The FastAPI app's `state` (tests and embedding code reach the runtimes there)."""
+        return getattr(self.rest, "state", None)
+
+    def routes(self) -> list[Route]:
+        """The same endpoints as framework routes, for the app behind (which has its own
+        `BodyLimitMiddleware`): a wrong method there gets the usual 405 envelope."""
+        return [Route(path, app, methods=["POST"]) for path, app in self._bare.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._bypass and scope["type"] == "http" and scope["method"] == "POST":
+            app = self.endpoints.get(scope["path"])
+            if app is not None:
+                await app(scope, receive, send)
+                return
+        await self.rest(scope, receive, send)
