@@ -52,17 +52,22 @@ class SlotKeeper:
     async def acquire(self, account_id: str, holder: str, capacity: int | None) -> bool:
         """True when the request may proceed; False means 429 at once.
 
-        Raises SlotStoreError when the store cannot answer; nothing is then held.
+        Raises SlotStoreError when the store cannot answer. The script may still have run (a
+        partitioned Redis can deliver it late), so an unanswered acquire is released in the
+        background, exactly like a failed release: the slot never waits for its lease.
         """
         if capacity is None:
             return True
         holders = self._held.setdefault(account_id, set())
         holders.add(holder)
-        taken = False
+        answered = taken = False
         try:
             taken = await self._slots.acquire(account_id, holder, capacity, self._now())
+            answered = True
         finally:
-            if not taken:
+            if not answered:
+                self._release_in_background(account_id, holder)
+            elif not taken:
                 self._forget(account_id, holder)
         return taken
 
@@ -75,13 +80,20 @@ class SlotKeeper:
         backoff, until it succeeds or the slot's lease has run out anyway; the caller does not
         wait for the retries.
         """
+        first = self._release_in_background(account_id, holder)
+        if first is not None:
+            await asyncio.shield(first)
+
+    def _release_in_background(self, account_id: str, holder: str) -> asyncio.Future[None] | None:
+        """Start giving `holder` back; the future resolves after the first store attempt.
+        None when this process does not hold it (already released)."""
         if not self._forget(account_id, holder):
-            return
+            return None
         first = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(self._release_in_store(account_id, holder, first))
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)
-        await asyncio.shield(first)
+        return first
 
     def holding(self, account_id: str) -> int:
         """How many slots this process holds (or is taking) on the account."""
