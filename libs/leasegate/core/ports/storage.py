@@ -1,5 +1,9 @@
 """What services need from durable storage. Implemented by leasegate.db on SQLite and Postgres.
 
+The control plane's services depend on these Protocols (`MintStore`, `DecisionEvidenceReader`),
+never on the concrete `Store`; `tests/contract/test_mint_store.py` holds every implementation
+to them.
+
 Refusals the database itself decides (they travel as these exceptions, never as driver errors):
 
     DispatchLeaseHeld           a live lease already exists for this (tenant, dispatch_id)
@@ -7,6 +11,7 @@ Refusals the database itself decides (they travel as these exceptions, never as 
     CitedDecisionSuperseded     the cited decision already has a successor
     KeyNotLive                  renewal of a key that is revoked, expired or unknown
     IdempotencyKeyTaken         another decision already holds this (tenant, idempotency_key)
+    AdminStateMoved             the audit chain moved since the overlay the mint decided with
 
 Each is raised after the whole transaction was rolled back: nothing was written.
 """
