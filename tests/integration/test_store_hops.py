@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from leasegate.core.ports.storage import EvidenceSummary
 from leasegate.db import Store
-from leasegate.routing.fallback import EvidenceSummary
 from tests.fixtures.storage import T0, minted
 from tests.integration.test_store_evidence import _row
 

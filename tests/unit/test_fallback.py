@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leasegate.core.errors import CODES
+from leasegate.core.ports.storage import EvidenceSummary
 from leasegate.core.records import MintDecision
 from leasegate.routing.fallback import (
     NO_EVIDENCE,
     Authorised,
     Citation,
-    EvidenceSummary,
     Lineage,
     Refused,
     authorise_fallback,

@@ -7,9 +7,9 @@ from datetime import datetime
 
 from sqlalchemy import select
 
+from leasegate.core.ports.storage import EvidenceSummary
 from leasegate.db.engine import Database
 from leasegate.db.models import EvidenceRecordRow, KeyRow, live_dispatch_of
-from leasegate.routing.fallback import EvidenceSummary
 
 
 class HopRepository:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from leasegate.core.errors import Disposition
+from leasegate.core.ports.storage import EvidenceSummary
 from leasegate.core.records import MintDecision
 
 CitationKind = Literal["retry", "supersede"]
@@ -50,19 +51,6 @@ class Lineage:
     tenant: str
     dispatch_id: str
     model: str
-
-
-@dataclass(frozen=True, slots=True)
-class EvidenceSummary:
-    """What the proxy has recorded for the cited decision's key."""
-
-    has_terminal: bool
-    """Any terminal row at all: the key reached the proxy, so the mint response was not lost."""
-    qualifying_request_id: str | None
-    """The first row whose outcome qualifies for a hop (SPEC §4), or None."""
-    context_length_request_id: str | None = None
-    """The first `context-length-exceeded` row, or None: it qualifies a context-fallback hop
-    only."""
 
 
 NO_EVIDENCE = EvidenceSummary(has_terminal=False, qualifying_request_id=None)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.views import decision_view
+from leasegate.core.ports.storage import DecisionEvidenceReader
 
 
 async def dispatch_decisions(
-    runtime: ControlRuntime, tenant: str, dispatch_id: str
+    store: DecisionEvidenceReader, tenant: str, dispatch_id: str
 ) -> list[dict[str, Any]]:
     """Every decision of `(tenant, dispatch_id)`, oldest first, each with its evidence rows."""
-    store = runtime.stores.store
     decisions = await store.decisions_for_dispatch(tenant, dispatch_id)
     evidence = await store.evidence_for_decisions([d.id for d in decisions])
     return [decision_view(d, evidence.get(d.id, [])) for d in decisions]

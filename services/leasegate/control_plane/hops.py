@@ -1,15 +1,16 @@
 """A mint that cites a prior decision: gather the facts, ask `authorise_fallback`, answer.
 
 The verdict is pure (`routing.fallback`); this module only reads what it needs (the cited
-decision, its evidence summary, its key) and turns a refusal into a recorded decision.
+decision, its evidence summary, its key) and answers with the Start the hop walks from, or
+the hop's `Refusal` for the mint to record.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from leasegate.control_plane.refusals import Start, refuse
-from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.decision import Refusal, Start
+from leasegate.control_plane.deps import MintDeps
 from leasegate.control_plane.schemas import MintBody
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import MintDecision
@@ -48,18 +49,18 @@ _MESSAGES = {
 }
 
 
-async def authorise_hop(runtime: ControlRuntime, body: MintBody, start: Start) -> Start:
-    """The Start an authorised hop walks from; a refusal is recorded and raised."""
+async def authorise_hop(deps: MintDeps, body: MintBody, start: Start) -> Start | Refusal:
+    """The Start an authorised hop walks from, or the hop's refusal."""
     if start.cites is None:
         return start  # nothing cited: a fresh mint
     kind: CitationKind = "supersede" if start.kind == "supersede" else "retry"
-    store = runtime.stores.store
+    store = deps.store
     cited = await store.get_decision(start.cites)
     lease_live = False
     evidence = NO_EVIDENCE
     if cited is not None:
         evidence = await store.evidence_summary(cited.id)
-        lease_live = await _lease_live(runtime, cited)
+        lease_live = await _lease_live(deps, cited)
     verdict = authorise_fallback(
         Citation(kind, start.cites),
         cited,
@@ -67,12 +68,11 @@ async def authorise_hop(runtime: ControlRuntime, body: MintBody, start: Start) -
         lease_live=lease_live,
         has_successor=cited is not None and cited.successor_id is not None,
         lineage=Lineage(body.tenant, body.dispatch_id, body.model),
-        max_hops=runtime.settings.max_fallback_hops,
-        context_fallback=runtime.registry.context_fallback(cited.model) if cited else None,
+        max_hops=deps.limits.max_fallback_hops,
+        context_fallback=deps.registry.context_fallback(cited.model) if cited else None,
     )
     if isinstance(verdict, Authorised):
-        return await _continue_chain(
-            runtime,
+        return _continue_chain(
             body,
             replace(
                 start,
@@ -92,12 +92,10 @@ async def authorise_hop(runtime: ControlRuntime, body: MintBody, start: Start) -
         retry_after_s=HOLD_RETRY_AFTER_S.get(verdict.code),
         extra=extra,
     )
-    await refuse(runtime, body, _attempted(start, kind, cited), error)
+    return Refusal(_attempted(start, kind, cited), error)
 
 
-async def _continue_chain(
-    runtime: ControlRuntime, body: MintBody, start: Start, cited: MintDecision | None
-) -> Start:
+def _continue_chain(body: MintBody, start: Start, cited: MintDecision | None) -> Start | Refusal:
     """An authorised hop continues the cited decision's chain, and spends its budget."""
     if cited is None:  # authorise_fallback never authorises an unknown decision
         return start
@@ -114,15 +112,15 @@ async def _continue_chain(
         refusal = GatewayError(
             "invalid-request", "a hop shares its chain's budget: send none, or the same one"
         )
-        await refuse(runtime, body, chained, refusal)
+        return Refusal(chained, refusal)
     return chained
 
 
-async def _lease_live(runtime: ControlRuntime, cited: MintDecision) -> bool:
+async def _lease_live(deps: MintDeps, cited: MintDecision) -> bool:
     if cited.key_id is None:
         return False
-    key = await runtime.stores.store.get_key(cited.key_id)
-    return key is not None and key.state(runtime.clock.now()) == "live"
+    key = await deps.store.get_key(cited.key_id)
+    return key is not None and key.state(deps.clock.now()) == "live"
 
 
 def _attempted(start: Start, kind: CitationKind, cited: MintDecision | None) -> Start:

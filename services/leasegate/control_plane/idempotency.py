@@ -12,9 +12,9 @@ import hashlib
 import json
 from typing import Any
 
+from leasegate.control_plane.decision import Refusal, Start, without_idempotency
+from leasegate.control_plane.deps import MintDeps
 from leasegate.control_plane.hops import HOLD_RETRY_AFTER_S
-from leasegate.control_plane.refusals import Start, refuse, without_idempotency
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.views import mint_view
 from leasegate.core.errors import GatewayError
@@ -29,14 +29,11 @@ def fingerprint(body: MintBody) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-async def replay(
-    runtime: ControlRuntime, body: MintBody, start: Start, earlier: MintDecision
-) -> dict[str, Any]:
-    """The earlier decision's answer again, or `idempotency-key-reused`."""
+async def replay(deps: MintDeps, start: Start, earlier: MintDecision) -> dict[str, Any] | Refusal:
+    """The earlier decision's answer again (its refusal raised as it was, not recorded
+    again), or the refusal `idempotency-key-reused` for the mint to record."""
     if earlier.request_fingerprint != start.fingerprint:
-        await refuse(
-            runtime,
-            body,
+        return Refusal(
             without_idempotency(start),
             GatewayError(
                 "idempotency-key-reused",
@@ -45,7 +42,7 @@ async def replay(
             ),
         )
     if earlier.outcome == "selected" and earlier.key_id is not None:
-        key = await runtime.stores.store.get_key(earlier.key_id)
+        key = await deps.store.get_key(earlier.key_id)
         if key is not None:
             return mint_view(earlier, None, key)
     code = earlier.refusal_code or "internal"

@@ -9,6 +9,10 @@ behind and never exceeds the ceiling.
 Order of the answers (SPEC §3): citation-conflict and a too-long ttl, then the hop clauses
 (`hops.authorise_hop`), then model-not-served, dispatch-lease-held, and selection. Every
 answer, refused or not, is a recorded decision; an `Idempotency-Key` replays it.
+
+Every check returns a value: a new `Start`, a `Refusal`, or the mint's view. `mint` records a
+refusal in one place (`refusals.recorded`) and raises its error there; nothing below it raises
+a refusal. The collaborators are a `MintDeps` (`deps.py`), never the whole runtime.
 """
 
 from __future__ import annotations
@@ -19,14 +23,22 @@ from datetime import timedelta
 from typing import Any
 
 from leasegate.accounts import Candidate
+from leasegate.control_plane.decision import (
+    Asked,
+    Chosen,
+    Refusal,
+    Start,
+    asked_of,
+    decision_of,
+    start_of,
+)
+from leasegate.control_plane.deps import Limits, MintDeps, live_facts
 from leasegate.control_plane.hops import authorise_hop
 from leasegate.control_plane.idempotency import fingerprint, replay
-from leasegate.control_plane.refusals import Start, refuse, start_of
-from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.tenants import tenant_budget_refusal
 from leasegate.control_plane.views import mint_view
-from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.ports.storage import (
     AdminStateMoved,
@@ -42,94 +54,107 @@ from leasegate.web.tracing import step
 
 _MAX_REDECISIONS = 3
 
+View = dict[str, Any]
+
 
 @dataclass(frozen=True, slots=True)
 class Minted:
     status: int
     """201 for a new mint, 200 for an idempotent replay of one."""
-    view: dict[str, Any]
+    view: View
 
 
-async def mint(
-    runtime: ControlRuntime, body: MintBody, idempotency_key: str | None = None
-) -> Minted:
+async def mint(deps: MintDeps, body: MintBody, idempotency_key: str | None = None) -> Minted:
     digest = fingerprint(body) if idempotency_key is not None else None
     start = start_of(body, idempotency_key, digest)
-    store = runtime.stores.store
+    asked = asked_of(body)
     if idempotency_key is not None:
-        earlier = await store.find_idempotent(body.tenant, idempotency_key)
+        earlier = await deps.store.find_idempotent(body.tenant, idempotency_key)
         if earlier is not None:
-            return Minted(200, await replay(runtime, body, start, earlier))
+            return await _replayed(deps, asked, start, earlier)
     try:
-        return Minted(201, await _mint(runtime, body, start))
+        answer = await _decide(deps, body, start)
+        if isinstance(answer, Refusal):
+            raise await recorded(deps, asked, answer)
+        return Minted(201, answer)
     except IdempotencyKeyTaken:
         # a concurrent request with the same key recorded its decision first: answer as it
-        assert idempotency_key is not None  # noqa: S101 - only keyed mints can collide
-        earlier = await store.find_idempotent(body.tenant, idempotency_key)
+        if idempotency_key is None:  # only keyed mints can collide
+            raise
+        earlier = await deps.store.find_idempotent(body.tenant, idempotency_key)
         if earlier is None:
             raise
-        return Minted(200, await replay(runtime, body, start, earlier))
+        return await _replayed(deps, asked, start, earlier)
 
 
-async def _mint(runtime: ControlRuntime, body: MintBody, start: Start) -> dict[str, Any]:
+async def _replayed(deps: MintDeps, asked: Asked, start: Start, earlier: MintDecision) -> Minted:
+    answer = await replay(deps, start, earlier)
+    if isinstance(answer, Refusal):
+        raise await recorded(deps, asked, answer)
+    return Minted(200, answer)
+
+
+async def _decide(deps: MintDeps, body: MintBody, start: Start) -> View | Refusal:
     """The checks in SPEC order: shape, then the hop clauses, then the dispatch's lease."""
     if body.retry_of_mint_decision_id and body.supersedes_mint_decision_id:
-        await refuse(
-            runtime,
-            body,
+        return Refusal(
             start,
             GatewayError(
                 "citation-conflict",
                 "retry_of_mint_decision_id and supersedes_mint_decision_id are mutually exclusive",
             ),
         )
-    try:
-        ttl_s = key_ttl(runtime, body.ttl_s)
-    except GatewayError as error:
-        await refuse(runtime, body, start, error)
+    ttl_s = key_ttl(deps.limits, body.ttl_s)
+    if isinstance(ttl_s, GatewayError):
+        return Refusal(start, ttl_s)
     if start.cites is not None:
-        start = await authorise_hop(runtime, body, start)
-    candidates = runtime.registry.candidates(body.model)
+        hop = await authorise_hop(deps, body, start)
+        if isinstance(hop, Refusal):
+            return hop
+        start = hop
+    candidates = deps.registry.candidates(body.model)
     if not candidates:
         unknown = GatewayError("model-not-served", "no account serves the requested model")
-        await refuse(runtime, body, start, unknown)
-    await _hold_while_chain_corrupt(runtime, body, start)
-    await _hold_while_tenant_over_budget(runtime, body, start)
-    return await _walk(runtime, body, start, candidates, ttl_s)
+        return Refusal(start, unknown)
+    held = await _held_while_chain_corrupt(deps, start) or await _held_over_budget(
+        deps, body, start
+    )
+    if held is not None:
+        return held
+    return await _walk(deps, body, start, candidates, ttl_s)
 
 
-async def _hold_while_chain_corrupt(runtime: ControlRuntime, body: MintBody, start: Start) -> None:
+async def _held_while_chain_corrupt(deps: MintDeps, start: Start) -> Refusal | None:
     """Nothing fails open: an overlay that does not verify might hide a disabled account.
     Checked after every rejection that applies, so a bad request is never told to wait."""
-    verdict = await runtime.overlay.decided()
-    if verdict.status == "corrupt":
-        held = GatewayError(
-            "account-state-unavailable",
-            "the admin audit chain does not verify: every mint is held until an operator "
-            "repairs it",
-        )
-        await refuse(runtime, body, start, held)
+    verdict = await deps.overlay.decided()
+    if verdict.status != "corrupt":
+        return None
+    held = GatewayError(
+        "account-state-unavailable",
+        "the admin audit chain does not verify: every mint is held until an operator repairs it",
+    )
+    return Refusal(start, held)
 
 
-async def _hold_while_tenant_over_budget(
-    runtime: ControlRuntime, body: MintBody, start: Start
-) -> None:
-    over_budget = await tenant_budget_refusal(runtime, body.tenant)
-    if over_budget is not None:
-        await refuse(runtime, body, start, over_budget)
+async def _held_over_budget(deps: MintDeps, body: MintBody, start: Start) -> Refusal | None:
+    """`tenant-budget-exhausted` (held to the period's end) once the tenant's spend in the
+    current period has reached its budget; from the same cached overlay as account states."""
+    over_budget = await tenant_budget_refusal(deps.overlay, deps.spend, deps.clock, body.tenant)
+    return None if over_budget is None else Refusal(start, over_budget)
 
 
 async def _walk(
-    runtime: ControlRuntime,
+    deps: MintDeps,
     body: MintBody,
     start: Start,
     candidates: Sequence[Candidate],
     ttl_s: int,
-) -> dict[str, Any]:
+) -> View | Refusal:
     """Select from the start position; a reservation that finds the account full after all
     records it as passed over and walks on."""
     with step("mint.facts"):
-        facts = await runtime.facts(candidates)
+        facts = await live_facts(deps, candidates)
     position = start.position or 0
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
@@ -137,11 +162,11 @@ async def _walk(
         with step("mint.selection"):
             outcome = select(candidates, facts, position, passed_over)
         if isinstance(outcome, NoneEligible):
-            await _no_eligible(runtime, body, start, outcome)
-        assert isinstance(outcome, Selected)  # noqa: S101 - _no_eligible always raises
+            return await _no_eligible(deps, body, start, outcome)
+        chosen = outcome.candidate
         try:
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
-                return await _commit(runtime, body, start, outcome, ttl_s, facts.admin_revision)
+                return await _commit(deps, body, start, outcome, ttl_s, facts.admin_revision)
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
             redecisions += 1
@@ -149,59 +174,46 @@ async def _walk(
                 raise GatewayError(
                     "account-state-unavailable", "account state is changing: try again"
                 ) from None
-            runtime.overlay.forget()
-            await _hold_while_chain_corrupt(runtime, body, start)
-            await _hold_while_tenant_over_budget(runtime, body, start)  # a budget may have moved
-            facts = await runtime.facts(candidates)
+            deps.overlay.forget()
+            # a disable or a tenant budget may have moved
+            held = await _held_while_chain_corrupt(deps, start) or await _held_over_budget(
+                deps, body, start
+            )
+            if held is not None:
+                return held
+            facts = await live_facts(deps, candidates)
             position, passed_over = start.position or 0, ()
         except LeaseCapacityExhausted:
-            chosen = outcome.candidate
             full = PassOver(chosen.account.id, "lease-capacity-exhausted")
             passed_over = (*outcome.passed_over, full)
             position = chosen.position + 1
             if position >= len(candidates):
                 refusal = none_eligible(candidates, facts, passed_over)
-                await _no_eligible(runtime, body, start, refusal)
+                return await _no_eligible(deps, body, start, refusal)
 
 
 async def _commit(
-    runtime: ControlRuntime,
+    deps: MintDeps,
     body: MintBody,
     start: Start,
-    chosen: Selected,
+    selected: Selected,
     ttl_s: int,
     admin_revision: int,
-) -> dict[str, Any]:
-    now = runtime.clock.now()
-    candidate: Candidate = chosen.candidate
+) -> View | Refusal:
+    now = deps.clock.now()
+    candidate = selected.candidate
     token, parsed = new_key()
-    decision_id = new_id("md")
-    decision = MintDecision(
-        id=decision_id,
-        created_at=now,
-        tenant=body.tenant,
-        dispatch_id=body.dispatch_id,
-        model=body.model,
-        role=body.role,
-        kind=start.kind,
-        outcome="selected",
-        hop=start.hop,
-        fallback_position=candidate.position,
-        account_id=candidate.account.id,
-        served_model=candidate.served_model,
-        passed_over=chosen.passed_over,
-        key_id=parsed.key_id,
-        cites_decision_id=start.cites,
-        authorised_by_request_id=start.authorised_by,
-        idempotency_key=start.idempotency_key,
-        request_fingerprint=start.fingerprint,
-        chain_id=start.chain_id or decision_id,
-        budget_max_tokens=start.budget_max_tokens,
-        budget_max_cost=start.budget_max_cost,
+    chosen = Chosen(
+        candidate.account.id,
+        candidate.served_model,
+        candidate.position,
+        parsed.key_id,
+        selected.passed_over,
     )
+    decision = decision_of(deps.new_id("md"), now, asked_of(body), start, chosen)
     key = key_of(decision, parsed, ttl_s)
     try:
-        await runtime.stores.store.commit_mint(
+        await deps.store.commit_mint(
             decision,
             key,
             lease_capacity=candidate.account.lease_capacity,
@@ -209,12 +221,10 @@ async def _commit(
             admin_revision=admin_revision,
         )
     except DispatchLeaseHeld:
-        await refuse(runtime, body, start, _lease_held())
+        return Refusal(start, _lease_held())
     except CitedDecisionSuperseded:
         # a concurrent hop citing the same decision committed first: chains never branch
-        await refuse(
-            runtime,
-            body,
+        return Refusal(
             start,
             GatewayError(
                 "fallback-cited-decision-superseded",
@@ -231,18 +241,14 @@ def _lease_held() -> GatewayError:
 
 
 async def _no_eligible(
-    runtime: ControlRuntime, body: MintBody, start: Start, outcome: NoneEligible
-) -> None:
+    deps: MintDeps, body: MintBody, start: Start, outcome: NoneEligible
+) -> Refusal:
     """`dispatch-lease-held` comes before selection's answer (SPEC order). A selected mint
     learns it from its commit (the UNIQUE live_dispatch column decides every race); only a
     mint nobody can serve needs this read, so the common path spends no round trip on it."""
-    if await runtime.stores.store.live_key_of_dispatch(
-        body.tenant, body.dispatch_id, runtime.clock.now()
-    ):
-        await refuse(runtime, body, start, _lease_held())
-    await refuse(
-        runtime,
-        body,
+    if await deps.store.live_key_of_dispatch(body.tenant, body.dispatch_id, deps.clock.now()):
+        return Refusal(start, _lease_held())
+    return Refusal(
         start,
         GatewayError(
             "no-eligible-account",
@@ -275,9 +281,9 @@ def key_of(decision: MintDecision, parsed: ParsedKey, ttl_s: int) -> KeyRecord:
     )
 
 
-def key_ttl(runtime: ControlRuntime, requested: int | None) -> int:
-    settings = runtime.settings
-    ttl = requested if requested is not None else settings.key_ttl_s
-    if ttl > settings.key_max_ttl_s:
-        raise GatewayError("invalid-request", f"ttl_s must not exceed {settings.key_max_ttl_s}")
+def key_ttl(limits: Limits, requested: int | None) -> int | GatewayError:
+    """The key's lifetime in seconds, or the refusal of one longer than allowed."""
+    ttl = requested if requested is not None else limits.key_ttl_s
+    if ttl > limits.key_max_ttl_s:
+        return GatewayError("invalid-request", f"ttl_s must not exceed {limits.key_max_ttl_s}")
     return ttl

@@ -27,11 +27,12 @@ from leasegate.audit import (
     extend,
     fold,
 )
+from leasegate.control_plane.chain_store import AuditChain
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.witness import AuditWitness, Witness
 from leasegate.core.records import KeyRecord
-from leasegate.db.audit import AppendPlan, AuditRepository, ChainHead, ChainRaced, ChainSnapshot
+from leasegate.db.audit import AppendPlan, ChainHead, ChainRaced, ChainSnapshot
 from leasegate.web.errors import STORE_ERRORS
 
 log = logging.getLogger("leasegate.audit")
@@ -102,7 +103,7 @@ def head_of(snapshot: ChainSnapshot) -> ChainHead:
 class AdminOverlay:
     def __init__(
         self,
-        repository: AuditRepository,
+        repository: AuditChain,
         witness: AuditWitness,
         audit_key: SecretStr | None,
         clock: Clock,

@@ -40,7 +40,7 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
         idempotency_key: Annotated[str | None, Header(pattern=_IDEMPOTENCY_KEY)] = None,
     ) -> JSONResponse:
         try:
-            minted = await mint(runtime, body, idempotency_key)
+            minted = await mint(runtime.services, body, idempotency_key)
         except GatewayError as refusal:
             if refusal.mint_decision_id is not None:  # a refused decision was recorded
                 runtime.mint_metrics.decided(_kind(body), body.tenant, refusal.code)
@@ -52,7 +52,7 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
     @router.delete("/keys/{key_id}", status_code=204)
     async def revoke_key(key_id: str) -> Response:
         known_id(key_id, "key-not-found")
-        await keys.revoke(runtime, key_id)
+        await keys.revoke(runtime.services, key_id)
         return Response(status_code=204)
 
     @router.post("/keys/{key_id}/renew", status_code=201)
@@ -63,12 +63,12 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
             body = RenewBody.model_validate_json(raw) if raw.strip() else RenewBody()
         except ValidationError as exc:
             raise RequestValidationError(exc.errors()) from None
-        return await keys.renew(runtime, key_id, body.ttl_s)
+        return await keys.renew(runtime.services, key_id, body.ttl_s)
 
     @router.get("/keys/{key_id}")
     async def read_key(key_id: str) -> dict[str, Any]:
         known_id(key_id, "key-not-found")
-        return await keys.read(runtime, key_id)
+        return await keys.read(runtime.services, key_id)
 
     router.include_router(_read_routes(runtime))
     router.include_router(admin_router(runtime))
@@ -92,7 +92,7 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
         tenant: Annotated[str, Query(pattern=ID_PATTERN)],
         dispatch_id: Annotated[str, Query(pattern=ID_PATTERN)],
     ) -> dict[str, Any]:
-        return {"decisions": await dispatch_decisions(runtime, tenant, dispatch_id)}
+        return {"decisions": await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)}
 
     @router.get("/decisions/{decision_id}")
     async def read_decision(decision_id: str) -> dict[str, Any]:

@@ -20,10 +20,11 @@ from fastapi import APIRouter, Depends, Header, Path
 from pydantic import Field, model_validator
 
 from leasegate.audit import AuditRecord, BudgetFields
+from leasegate.control_plane.deps import OverlayVerdict
 from leasegate.control_plane.overlay import BudgetChange
 from leasegate.control_plane.schemas import ID_PATTERN, Strict
 from leasegate.control_plane.views import money
-from leasegate.core.clock import iso
+from leasegate.core.clock import Clock, iso
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.db.usage import UsageGroup
@@ -219,15 +220,17 @@ def _tokens_of(runtime: ControlRuntime, group: UsageGroup) -> int:
     return counts.total
 
 
-async def tenant_budget_refusal(runtime: ControlRuntime, tenant: str) -> GatewayError | None:
+async def tenant_budget_refusal(
+    overlay: OverlayVerdict, spend: ChainSpend, clock: Clock, tenant: str
+) -> GatewayError | None:
     """`tenant-budget-exhausted` (held until the period ends) when the tenant's spend in the
     current period has reached its budget; None otherwise. From the overlay's cached fold,
     like the account states the same mint decides with."""
-    budget = (await runtime.overlay.decided()).budgets.get(tenant)
+    budget = (await overlay.decided()).budgets.get(tenant)
     if budget is None:
         return None
-    now = runtime.clock.now()
-    spent = await tenant_spent(runtime.stores.spend, tenant, budget, now)
+    now = clock.now()
+    spent = await tenant_spent(spend, tenant, budget, now)
     if not exhausted(budget.budget, spent):
         return None
     return GatewayError(

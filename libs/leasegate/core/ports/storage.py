@@ -1,5 +1,9 @@
 """What services need from durable storage. Implemented by leasegate.db on SQLite and Postgres.
 
+The control plane's services depend on these Protocols (`MintStore`, `DecisionEvidenceReader`),
+never on the concrete `Store`; `tests/contract/test_mint_store.py` holds every implementation
+to them.
+
 Refusals the database itself decides (they travel as these exceptions, never as driver errors):
 
     DispatchLeaseHeld           a live lease already exists for this (tenant, dispatch_id)
@@ -7,6 +11,7 @@ Refusals the database itself decides (they travel as these exceptions, never as 
     CitedDecisionSuperseded     the cited decision already has a successor
     KeyNotLive                  renewal of a key that is revoked, expired or unknown
     IdempotencyKeyTaken         another decision already holds this (tenant, idempotency_key)
+    AdminStateMoved             the audit chain moved since the overlay the mint decided with
 
 Each is raised after the whole transaction was rolled back: nothing was written.
 """
@@ -14,6 +19,7 @@ Each is raised after the whole transaction was rolled back: nothing was written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -57,6 +63,19 @@ class EvidenceRejected(Exception):
         super().__init__(reason)
         self.reason = reason
         """A short machine string (the driver's error class): never a row's values."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceSummary:
+    """What the proxy has recorded for a cited decision's key (a hop's evidence clause)."""
+
+    has_terminal: bool
+    """Any terminal row at all: the key reached the proxy, so the mint response was not lost."""
+    qualifying_request_id: str | None
+    """The first row whose outcome qualifies for a hop (SPEC §4), or None."""
+    context_length_request_id: str | None = None
+    """The first `context-length-exceeded` row, or None: it qualifies a context-fallback hop
+    only."""
 
 
 class KeyReader(Protocol):
@@ -103,6 +122,18 @@ class DecisionReader(Protocol):
         """The decision recorded under this key; its request_fingerprint tells reuse apart."""
 
 
+class HopReader(Protocol):
+    """The two reads a hop (and a mint nobody can serve) needs beyond the decision itself."""
+
+    async def evidence_summary(self, decision_id: str) -> EvidenceSummary:
+        """The cited decision's evidence, summed up (three indexed point reads)."""
+
+    async def live_key_of_dispatch(
+        self, tenant: str, dispatch_id: str, now: datetime
+    ) -> str | None:
+        """The key holding this dispatch's one live lease, if any."""
+
+
 class LeaseStore(KeyReader, Protocol):
     """Mints, renewals and revocations. A lease is a live key row: nothing else to keep in step.
 
@@ -120,10 +151,13 @@ class LeaseStore(KeyReader, Protocol):
         *,
         lease_capacity: int | None,
         now: datetime,
+        admin_revision: int | None = None,
     ) -> None:
         """Record a selected mint and its key in one transaction, or nothing.
 
-        Raises DispatchLeaseHeld, LeaseCapacityExhausted, CitedDecisionSuperseded,
+        With `admin_revision`, the audit chain must still be at that revision (the overlay the
+        mint decided with is current) and hold it until the commit. Raises AdminStateMoved,
+        DispatchLeaseHeld, LeaseCapacityExhausted, CitedDecisionSuperseded,
         IdempotencyKeyTaken.
         """
 
@@ -135,13 +169,14 @@ class LeaseStore(KeyReader, Protocol):
         *,
         lease_capacity: int | None,
         now: datetime,
+        admin_revision: int | None = None,
     ) -> KeyRecord:
         """Insert the new key, then revoke the old one ("renewed"); the old key after.
 
         The old key's lease slot passes to the new key. When `decision.cites_decision_id` is
         set (the renewed key's decision) the renewal becomes its successor. Raises KeyNotLive,
         LeaseCapacityExhausted (only when capacity was lowered below what is held),
-        CitedDecisionSuperseded.
+        CitedDecisionSuperseded, and AdminStateMoved as `commit_mint` does.
         """
 
     async def revoke_key(
@@ -156,3 +191,12 @@ class LeaseStore(KeyReader, Protocol):
 
     async def live_lease_counts(self, account_ids: Iterable[str], now: datetime) -> dict[str, int]:
         """Live keys per account; every asked id is a key of the answer."""
+
+
+class MintStore(LeaseStore, DecisionReader, HopReader, Protocol):
+    """Everything mint, hops, renewal and revocation call: one `Store` implements it, and so
+    does the tests' in-memory twin."""
+
+
+class DecisionEvidenceReader(DecisionReader, EvidenceReader, Protocol):
+    """Reading a dispatch's decisions with their evidence rows."""

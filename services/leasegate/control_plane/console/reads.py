@@ -140,7 +140,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
 async def _chain(runtime: ControlRuntime, tenant: str, dispatch_id: str) -> list[dict[str, Any]]:
     """Each decision of the dispatch with its evidence rows and its key's life."""
-    decisions = await dispatch_decisions(runtime, tenant, dispatch_id)
+    decisions = await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)
     now = runtime.clock.now()
     for decision in decisions:
         key_id = decision["key_id"]

@@ -1,0 +1,108 @@
+"""What the control plane's services use, named: built once from the runtime, faked in tests.
+
+Mint, hops, renewal and revocation take a `MintDeps` rather than the whole `ControlRuntime`:
+the clock, the id source, the storage port (`MintStore`), health snapshots, the admin
+overlay's verdict, the registry, the revocation bus and the settings values they read. Each is
+a Protocol or a value, so a test hands in in-memory twins. The runtime builds one at start-up;
+the service tests build one over in-memory twins (`tests/fixtures/control.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from leasegate.accounts import Candidate, Registry
+from leasegate.audit import ChainVerdict
+from leasegate.core.clock import Clock, new_id
+from leasegate.core.errors import GatewayError
+from leasegate.core.ports.health import HealthSnapshot
+from leasegate.core.ports.revocation import Revocation
+from leasegate.core.ports.spend import ChainSpend
+from leasegate.core.ports.storage import MintStore
+from leasegate.core.records import KeyRecord
+from leasegate.routing.selection import AdminState, Facts
+
+IdSource = Callable[[str], str]
+"""`prefix -> unique id` (`md_3f9c…`): `core.clock.new_id` in production."""
+
+
+class HealthSnapshots(Protocol):
+    """The part of the health store selection reads (`HealthStore` implements it)."""
+
+    async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> HealthSnapshot:
+        """Active cooldowns for these (account, served model) pairs and their circuits."""
+
+
+class RevocationPublisher(Protocol):
+    """The part of the revocation bus the control plane uses (`RevocationBus` implements it)."""
+
+    async def publish(self, revocations: Sequence[Revocation]) -> None: ...
+
+
+class OverlayVerdict(Protocol):
+    """The part of `AdminOverlay` a mint or a renewal decides with."""
+
+    async def decided(self) -> ChainVerdict:
+        """The verified overlay, possibly from a cache the commit re-checks."""
+
+    def forget(self) -> None:
+        """Drop any cached fold: the next `decided()` reads the chain again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The settings values the services read."""
+
+    key_ttl_s: int
+    key_max_ttl_s: int
+    max_fallback_hops: int
+
+
+@dataclass(frozen=True, slots=True)
+class MintDeps:
+    clock: Clock
+    store: MintStore
+    health: HealthSnapshots
+    overlay: OverlayVerdict
+    registry: Registry
+    revocations: RevocationPublisher
+    limits: Limits
+    spend: ChainSpend
+    """Running totals, for tenant budgets."""
+    new_id: IdSource = new_id
+
+
+async def live_facts(deps: MintDeps, candidates: Sequence[Candidate]) -> Facts:
+    """Live facts for selection: one health read, one lease count, the admin overlay."""
+    now = deps.clock.now()
+    epoch = now.timestamp()
+    pairs = [(c.account.id, c.served_model) for c in candidates]
+    snapshot = await deps.health.snapshot(pairs, epoch)
+    counted = [c.account.id for c in candidates if c.account.lease_capacity is not None]
+    leases = await deps.store.live_lease_counts(counted, now) if counted else {}
+    admin_states, admin_revision = await admin_view(deps.overlay)
+    return Facts(
+        now=epoch,
+        admin_states=admin_states,
+        admin_revision=admin_revision,
+        health=snapshot,
+        leases_held=leases,
+    )
+
+
+async def admin_view(overlay: OverlayVerdict) -> tuple[dict[str, AdminState], int]:
+    """The operators' overlay and the chain revision it was folded from; held
+    (`account-state-unavailable`) while the chain is corrupt: an overlay nobody can verify
+    never decides who may be selected. From the overlay's cached fold: the commit that
+    follows re-checks the chain's revision under the lock."""
+    verdict = await overlay.decided()
+    if verdict.status == "corrupt":
+        raise GatewayError("account-state-unavailable", "the admin audit chain does not verify")
+    return dict(verdict.overlay), verdict.revision
+
+
+async def announce_revoked(deps: MintDeps, keys: Sequence[KeyRecord]) -> None:
+    """Tell every proxy replica, now, that these keys have ended."""
+    await deps.revocations.publish([Revocation(k.key_id, k.expires_at.timestamp()) for k in keys])

@@ -1,0 +1,189 @@
+"""The storage port the control plane's services call (`MintStore`), one suite for each
+implementation: the SQL `Store` on SQLite and Postgres, and the in-memory twin the service
+tests run on (`tests/fixtures/memory_store.py`). A twin that passes here may stand in for the
+database in `tests/service/`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import Protocol
+
+import pytest
+
+from leasegate.core.ports.storage import (
+    AdminStateMoved,
+    CitedDecisionSuperseded,
+    DecisionEvidenceReader,
+    DispatchLeaseHeld,
+    EvidenceSummary,
+    IdempotencyKeyTaken,
+    KeyNotLive,
+    LeaseCapacityExhausted,
+    MintStore,
+)
+from leasegate.core.records import EvidenceRow
+from leasegate.db import Store
+from tests.fixtures.control import terminal_row
+from tests.fixtures.memory_store import MemoryStore
+from tests.fixtures.storage import BOTH_DATABASES, T0, emptied, make_decision, migrated, minted
+
+LATER = T0 + timedelta(seconds=1)
+
+
+class ServiceStore(MintStore, DecisionEvidenceReader, Protocol):
+    """Every call the control plane's services make."""
+
+
+@pytest.fixture(scope="module", params=["memory", *BOTH_DATABASES])
+def backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    if request.param == "memory":
+        yield "memory"
+        return
+    with migrated(request.param, tmp_path_factory) as url:
+        yield url
+
+
+@pytest.fixture
+async def mint_store(backend: str) -> AsyncIterator[ServiceStore]:
+    if backend == "memory":
+        yield MemoryStore()
+        return
+    opened = await emptied(backend)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def add_evidence(store: ServiceStore, rows: Sequence[EvidenceRow]) -> None:
+    """Rows as the proxy's writer leaves them (the twin has no writer of its own)."""
+    if isinstance(store, Store):
+        await store.write_evidence(rows)
+    else:
+        assert isinstance(store, MemoryStore)
+        store.evidence.extend(rows)
+
+
+async def test_a_committed_mint_is_a_live_lease_and_its_decision(mint_store: ServiceStore) -> None:
+    decision, key = minted(dispatch_id="d-1")
+    await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    assert await mint_store.get_key(key.key_id) == key
+    assert await mint_store.get_decision(decision.id) == decision
+    assert await mint_store.decisions_for_dispatch(decision.tenant, "d-1") == [decision]
+    assert await mint_store.live_key_of_dispatch(decision.tenant, "d-1", T0) == key.key_id
+    assert await mint_store.live_lease_counts([key.account_id, "x"], T0) == {
+        key.account_id: 1,
+        "x": 0,
+    }
+
+
+async def test_one_live_lease_per_dispatch_until_it_expires(mint_store: ServiceStore) -> None:
+    first = minted(dispatch_id="d-1", ttl=timedelta(minutes=1))
+    await mint_store.commit_mint(*first, lease_capacity=None, now=T0)
+    second = minted(dispatch_id="d-1")
+    with pytest.raises(DispatchLeaseHeld):
+        await mint_store.commit_mint(*second, lease_capacity=None, now=LATER)
+    assert await mint_store.get_decision(second[0].id) is None
+    expired = T0 + timedelta(minutes=2)
+    third = minted(dispatch_id="d-1", at=expired)
+    await mint_store.commit_mint(*third, lease_capacity=None, now=expired)
+    assert await mint_store.live_key_of_dispatch(first[0].tenant, "d-1", expired) == third[1].key_id
+
+
+async def test_a_full_account_refuses_and_writes_nothing(mint_store: ServiceStore) -> None:
+    await mint_store.commit_mint(*minted(dispatch_id="d-1"), lease_capacity=1, now=T0)
+    decision, key = minted(dispatch_id="d-2")
+    with pytest.raises(LeaseCapacityExhausted):
+        await mint_store.commit_mint(decision, key, lease_capacity=1, now=T0)
+    assert await mint_store.get_key(key.key_id) is None
+    assert await mint_store.get_decision(decision.id) is None
+
+
+async def test_a_chain_never_branches(mint_store: ServiceStore) -> None:
+    cited, cited_key = minted(dispatch_id="d-1")
+    await mint_store.commit_mint(cited, cited_key, lease_capacity=None, now=T0)
+    await mint_store.revoke_key(cited_key.key_id, "revoked", T0)
+    hop = minted(dispatch_id="d-1", cites_decision_id=cited.id)
+    await mint_store.commit_mint(*hop, lease_capacity=None, now=LATER)
+    linked = await mint_store.get_decision(cited.id)
+    assert linked is not None
+    assert linked.successor_id == hop[0].id
+    await mint_store.revoke_key(hop[1].key_id, "revoked", LATER)
+    branch = minted(dispatch_id="d-1", cites_decision_id=cited.id)
+    with pytest.raises(CitedDecisionSuperseded):
+        await mint_store.commit_mint(*branch, lease_capacity=None, now=LATER)
+
+
+async def test_an_idempotency_key_names_one_decision_per_tenant(mint_store: ServiceStore) -> None:
+    refused = make_decision(
+        dispatch_id="d-1", outcome="refused", account_id=None, idempotency_key="k1"
+    )
+    await mint_store.record_decision(refused)
+    assert await mint_store.find_idempotent(refused.tenant, "k1") == refused
+    assert await mint_store.find_idempotent("other", "k1") is None
+    with pytest.raises(IdempotencyKeyTaken):
+        await mint_store.record_decision(replace(refused, id="md_again"))
+    decision, key = minted(dispatch_id="d-2", idempotency_key="k1")
+    with pytest.raises(IdempotencyKeyTaken):
+        await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    assert await mint_store.get_key(key.key_id) is None
+    await mint_store.record_decision(make_decision("other", idempotency_key="k1", account_id=None))
+
+
+async def test_a_commit_held_to_another_chain_revision_is_refused(mint_store: ServiceStore) -> None:
+    decision, key = minted(dispatch_id="d-1")
+    with pytest.raises(AdminStateMoved):
+        await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0, admin_revision=1)
+    assert await mint_store.get_key(key.key_id) is None
+    await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0, admin_revision=0)
+
+
+async def test_a_renewal_passes_the_lease_to_the_new_key(mint_store: ServiceStore) -> None:
+    decision, old = minted(dispatch_id="d-1")
+    await mint_store.commit_mint(decision, old, lease_capacity=1, now=T0)
+    renewal, new = minted(
+        dispatch_id="d-1", at=LATER, kind="renewal", cites_decision_id=decision.id
+    )
+    ended = await mint_store.renew_key(old.key_id, renewal, new, lease_capacity=1, now=LATER)
+    assert (ended.key_id, ended.revoke_reason) == (old.key_id, "renewed")
+    assert await mint_store.live_lease_counts([old.account_id], LATER) == {old.account_id: 1}
+    assert await mint_store.live_key_of_dispatch(old.tenant, "d-1", LATER) == new.key_id
+    again, newer = minted(dispatch_id="d-1", at=LATER, kind="renewal")
+    with pytest.raises(KeyNotLive):
+        await mint_store.renew_key(old.key_id, again, newer, lease_capacity=1, now=LATER)
+
+
+async def test_a_key_is_ended_once(mint_store: ServiceStore) -> None:
+    decision, key = minted(dispatch_id="d-1")
+    await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    record, ended = await mint_store.revoke_key(key.key_id, "revoked", LATER)
+    assert ended
+    assert record is not None
+    assert record.revoked_at == LATER
+    assert (await mint_store.revoke_key(key.key_id, "revoked", LATER))[1] is False
+    assert await mint_store.revoke_key("k_unknown", "revoked", LATER) == (None, False)
+    other = minted(dispatch_id="d-2")
+    await mint_store.commit_mint(*other, lease_capacity=None, now=T0)
+    ended_keys = await mint_store.revoke_account_keys(key.account_id, "account-disabled", LATER)
+    assert [k.key_id for k in ended_keys] == [other[1].key_id]
+
+
+async def test_a_hop_reads_the_earliest_qualifying_row(mint_store: ServiceStore) -> None:
+    decision, key = minted(dispatch_id="d-1")
+    await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    assert await mint_store.evidence_summary(decision.id) == EvidenceSummary(False, None)
+    early = replace(terminal_row(decision, "req-early"), started_at=T0)
+    late = replace(terminal_row(decision, "req-late"), started_at=LATER)
+    abort = replace(
+        terminal_row(decision, "req-abort", outcome="client-abort", qualifying=False),
+        started_at=T0 - timedelta(seconds=1),
+    )
+    await add_evidence(mint_store, [late, abort, early])
+    assert await mint_store.evidence_summary(decision.id) == EvidenceSummary(True, "req-early")
+    found = await mint_store.evidence_for_decisions([decision.id, "md_none"])
+    assert [r.request_id for r in found[decision.id]] == ["req-late", "req-early", "req-abort"]
+    assert found["md_none"] == []
