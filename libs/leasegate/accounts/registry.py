@@ -120,9 +120,6 @@ class Registry:
     def account(self, account_id: str) -> Account | None:
         return self._by_id.get(account_id)
 
-    def models(self) -> tuple[str, ...]:
-        return tuple(self._by_model)
-
 
 def parse_accounts(document: object, configured_envs: Set[str]) -> Registry:
     """Validate the loaded YAML document. `configured_envs`: credential variables that are set."""

@@ -12,6 +12,7 @@ Anything else that escapes a handler is a bug: it is logged and answered 500 `in
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -94,6 +95,12 @@ CODES: dict[str, CodeInfo] = {
     "internal": CodeInfo(500, "api_error", None),
     "unavailable": CodeInfo(503, _UNAVAILABLE, "held"),
 }
+
+
+def retry_after_header(wait_s: float) -> str:
+    """The `Retry-After` value for a wait of `wait_s` seconds, the one rule both services use:
+    whole seconds rounded up (a client that waits it never comes back early), at least 1."""
+    return str(max(1, math.ceil(wait_s)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,6 @@ NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
 
 AdminState = Literal["enabled", "disabled", "draining"]
 
-TRANSIENT_CODES = frozenset({"circuit-open", "model-cooling", "lease-capacity-exhausted"})
-
-
 @dataclass(frozen=True, slots=True)
 class Facts:
     """The live facts selection filters on, as of one instant (`now`, epoch seconds)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Mapping
 
@@ -14,7 +13,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from leasegate.core.errors import GatewayError
+from leasegate.core.errors import GatewayError, retry_after_header
 
 log = logging.getLogger("leasegate.web")
 
@@ -29,7 +28,7 @@ _FIELD_NAME = re.compile(r"[A-Za-z0-9_.]{1,64}")
 def error_response(error: GatewayError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     merged = dict(headers or {})
     if error.retry_after_s is not None:
-        merged["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+        merged["Retry-After"] = retry_after_header(error.retry_after_s)
     return JSONResponse(error.envelope(), status_code=error.status, headers=merged)
 
 

@@ -24,7 +24,7 @@ import anyio
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from leasegate.core.errors import GatewayError
+from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.observation import Observation
 from leasegate.core.records import KeyRecord
 from leasegate.proxy.attempt import Attempt
@@ -71,7 +71,7 @@ def refusal_response(
 ) -> JSONResponse:
     headers = leasegate_headers(request_id, key)
     if error.retry_after_s is not None:
-        headers["retry-after"] = str(max(1, int(error.retry_after_s + 0.999)))
+        headers["retry-after"] = retry_after_header(error.retry_after_s)
     return JSONResponse(error.envelope(), status_code=error.status, headers=headers)
 
 
