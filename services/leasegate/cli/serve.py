@@ -22,7 +22,6 @@ from starlette.types import ASGIApp
 from uvicorn.supervisors import Multiprocess
 
 from leasegate.config import Config
-from leasegate.demo.upstream import MockUpstream
 from leasegate.web.header_deadline import header_deadline_protocol
 
 _WORKER_HEALTHCHECK_S = 30
@@ -84,7 +83,10 @@ def serve_workers(command: str, workers: int, config: Config, host: str, port: i
 
 
 def serve_with_demo(app: ASGIApp, config: Config, host: str, port: int, demo_port: int) -> int:
-    """`serve`, with the demo upstream listening on `demo_port` in the same event loop."""
+    """`serve`, with the demo upstream listening on `demo_port` in the same event loop. The
+    demo upstream is imported here, so only `leasegate demo` loads it."""
+    from leasegate.demo.upstream import MockUpstream
+
     server = _Server(uvicorn.Config(app, **_options(config, host, port)))
 
     async def both() -> None:
