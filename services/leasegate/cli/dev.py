@@ -26,12 +26,10 @@ from leasegate.proxy.app import (
     with_data_plane,
 )
 from leasegate.proxy.asgi import DataPlane
-from leasegate.web.body_limit import BodyLimitMiddleware
-from leasegate.web.errors import install_error_handlers
+from leasegate.web.app_base import base_app
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.store_metrics import StoreMetrics
-from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import open_stores
 
 
@@ -59,19 +57,7 @@ def create_dev_app(
             await stop_proxy(proxy)
             await stores.aclose()
 
-    configure_tracing(config.tracing_endpoint, "leasegate")
-    app = FastAPI(
-        title="Leasegate (embedded)",
-        lifespan=lifespan,
-        telemetry=telemetry(config.tracing_endpoint),
-        redirect_slashes=False,
-    )
-    install_error_handlers(app)
-    app.add_middleware(
-        BodyLimitMiddleware,
-        max_bytes=config.settings.max_body_bytes,
-        idle_timeout_s=config.settings.body_idle_timeout_s,
-    )
+    app = base_app(config, title="Leasegate (embedded)", service="leasegate", lifespan=lifespan)
     app.include_router(control_router(control))
     app.router.routes.extend(proxy_routes(proxy))
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)

@@ -19,13 +19,11 @@ from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.evidence_upkeep import EvidenceUpkeep
 from leasegate.db.partitions import EvidencePartitions
+from leasegate.web.app_base import base_app
 from leasegate.web.auth import TokenAuthority
-from leasegate.web.body_limit import BodyLimitMiddleware
-from leasegate.web.errors import install_error_handlers
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.store_metrics import StoreMetrics
-from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import Stores, open_stores
 
 
@@ -70,18 +68,11 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
             await upkeep.stop()
             await stores.aclose()
 
-    configure_tracing(config.tracing_endpoint, "leasegate-control-plane")
-    app = FastAPI(
+    app = base_app(
+        config,
         title="Leasegate control plane",
+        service="leasegate-control-plane",
         lifespan=lifespan,
-        telemetry=telemetry(config.tracing_endpoint),
-        redirect_slashes=False,
-    )
-    install_error_handlers(app)
-    app.add_middleware(
-        BodyLimitMiddleware,
-        max_bytes=config.settings.max_body_bytes,
-        idle_timeout_s=config.settings.body_idle_timeout_s,
     )
     app.include_router(control_router(runtime))
     app.include_router(

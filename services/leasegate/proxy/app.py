@@ -27,12 +27,10 @@ from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
-from leasegate.web.body_limit import BodyLimitMiddleware
-from leasegate.web.errors import install_error_handlers
+from leasegate.web.app_base import base_app
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.store_metrics import StoreMetrics
-from leasegate.web.tracing import configure_tracing, telemetry
 from leasegate.web.wiring import Stores, open_stores
 
 
@@ -126,19 +124,12 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
             await stop_proxy(runtime)
             await stores.aclose()
 
-    configure_tracing(config.tracing_endpoint, "leasegate-proxy")
-    app = FastAPI(
+    app = base_app(
+        config,
         title="Leasegate proxy",
+        service="leasegate-proxy",
         lifespan=lifespan,
-        telemetry=telemetry(config.tracing_endpoint),
         openapi_url=None,
-        redirect_slashes=False,
-    )
-    install_error_handlers(app)
-    app.add_middleware(
-        BodyLimitMiddleware,
-        max_bytes=config.settings.max_body_bytes,
-        idle_timeout_s=config.settings.body_idle_timeout_s,
     )
     app.router.routes.extend(proxy_routes(runtime))
     gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
