@@ -147,33 +147,13 @@ def test_a_chain_overshoots_its_budget_by_at_most_what_in_flight_requests_spend(
 
 
 def test_a_priced_row_survives_the_evidence_spill_file_exactly() -> None:
+    from dataclasses import replace
     from datetime import UTC, datetime
 
-    from leasegate.core.records import EvidenceRow
     from leasegate.proxy.evidence_spill import decode_row, encode_row
+    from tests.fixtures.evidence import evidence_row
 
-    row = EvidenceRow(
-        request_id="req_1",
-        key_id="k",
-        mint_decision_id="md",
-        account_id="a",
-        requested_model="m",
-        served_model="m",
-        endpoint="/v1/chat/completions",
-        stream=False,
-        upstream_status=200,
-        outcome="success",
-        refusal_reason=None,
-        error_code=None,
-        scope=None,
-        qualifying=False,
-        input_tokens=3,
-        output_tokens=1,
-        cache_read_input_tokens=None,
-        cache_creation_input_tokens=None,
-        started_at=datetime(2026, 12, 1, tzinfo=UTC),
-        first_byte_ms=1.5,
-        duration_ms=2.0,
-        cost=Decimal("0.000000301"),
+    row = replace(
+        evidence_row("req_1", datetime(2026, 12, 1, tzinfo=UTC)), cost=Decimal("0.000000301")
     )
     assert decode_row(encode_row(row)) == row
