@@ -23,29 +23,15 @@ from leasegate.proxy.evidence import DEAD_LETTER_EVENT, EvidenceSink
 from leasegate.proxy.evidence_metrics import EvidenceMetrics
 from leasegate.proxy.evidence_spill import SpillFile
 from leasegate.web.logs import JsonFormatter
+from tests.fixtures.evidence import evidence_row
 from tests.fixtures.servers import free_port
 from tests.fixtures.storage import T0
 
-BASE = EvidenceRow(
-    request_id="req-0",
-    key_id="k0123456789abcdef01234567",
-    mint_decision_id="md_1",
-    account_id="openai-main",
-    requested_model="gpt-4o",
+BASE = replace(
+    evidence_row("req-0", T0),
     served_model="gpt-4o-2024-08-06",
-    endpoint="/v1/chat/completions",
-    stream=False,
-    upstream_status=200,
-    outcome="success",
-    refusal_reason=None,
-    error_code=None,
-    scope=None,
-    qualifying=False,
     input_tokens=10,
     output_tokens=5,
-    cache_read_input_tokens=None,
-    cache_creation_input_tokens=None,
-    started_at=T0,
     first_byte_ms=1.5,
     duration_ms=3.25,
 )
