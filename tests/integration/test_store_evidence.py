@@ -7,30 +7,23 @@ from datetime import UTC, timedelta
 
 from leasegate.core.records import EvidenceRow
 from leasegate.db import Store
+from tests.fixtures.evidence import evidence_row
 from tests.fixtures.storage import T0
 
 
 def _row(request_id: str, *, seconds: float = 0, **changes: object) -> EvidenceRow:
-    row = EvidenceRow(
-        request_id=request_id,
-        key_id="k0123456789abcdef01234567",
-        mint_decision_id="md_1",
-        account_id="openai-main",
-        requested_model="gpt-4o",
+    row = replace(
+        evidence_row(request_id, T0 + timedelta(seconds=seconds)),
         served_model="gpt-4o-2024-08-06",
-        endpoint="/v1/chat/completions",
         stream=True,
         upstream_status=429,
         outcome="upstream-error",
-        refusal_reason=None,
         error_code="http-429",
         scope="model",
         qualifying=True,
         input_tokens=1200,
         output_tokens=0,
         cache_read_input_tokens=1024,
-        cache_creation_input_tokens=None,
-        started_at=T0 + timedelta(seconds=seconds),
         first_byte_ms=12.5,
         duration_ms=830.25,
         malformed_chunks=2,
