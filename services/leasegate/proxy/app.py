@@ -114,7 +114,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
-    StoreMetrics(metrics_registry).watch_database(stores.database)
+    StoreMetrics(metrics_registry).watch(stores)
     runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager
