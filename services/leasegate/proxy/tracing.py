@@ -47,9 +47,9 @@ _UPSTREAM_FAILED = frozenset({"in-stream-error", "upstream-error", "timeout", "c
 T = TypeVar("T")
 
 
-def in_step(trace: RequestTrace | None, name: str, work: Awaitable[T]) -> Awaitable[T]:
+def in_step(request: RequestTrace | None, name: str, work: Awaitable[T]) -> Awaitable[T]:
     """`work` inside a step span; untraced, `work` itself (nothing made, no extra frame)."""
-    return work if trace is None else trace.run(name, work)
+    return work if request is None else request.run(name, work)
 
 
 class RequestTracer:
@@ -57,8 +57,8 @@ class RequestTracer:
 
     __slots__ = ("_tracer",)
 
-    def __init__(self, provider: trace.TracerProvider | None = None) -> None:
-        self._tracer = trace.get_tracer("leasegate.proxy", tracer_provider=provider)
+    def __init__(self) -> None:
+        self._tracer = trace.get_tracer("leasegate.proxy")
 
     def begin(self, request_id: str, endpoint: str) -> RequestTrace:
         """A `proxy.request` span, child of the current span (the server span)."""
