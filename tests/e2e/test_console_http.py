@@ -85,6 +85,31 @@ async def test_sign_in_sets_a_strict_http_only_cookie_that_holds_no_token(
             assert ADMIN_TOKEN not in page.text
 
 
+async def test_repeated_wrong_tokens_from_one_address_are_refused_for_a_while(
+    gateway: Gateway,
+) -> None:
+    """Five wrong tokens from one address: the sixth attempt, even with the right token, is
+    a 429 with Retry-After and no cookie; another address signs in as usual."""
+
+    def client_from(address: str) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(local_address=address)
+        return httpx.AsyncClient(base_url=gateway.url, transport=transport)
+
+    async with client_from("127.0.0.2") as guesser, client_from("127.0.0.3") as operator:
+        for attempt in range(5):
+            wrong = await guesser.post("/console/sign-in", data={"token": f"guess-{attempt}"})
+            assert wrong.status_code == 401
+        refused = await guesser.post("/console/sign-in", data={"token": ADMIN_TOKEN})
+        assert refused.status_code == 429
+        assert 1 <= int(refused.headers["retry-after"]) <= 60
+        assert "set-cookie" not in refused.headers
+        assert "Too many failed sign-ins" in refused.text
+        assert ADMIN_TOKEN not in refused.text
+        signed = await operator.post("/console/sign-in", data={"token": ADMIN_TOKEN})
+        assert signed.status_code == 303
+        assert (await operator.get("/console/pool")).status_code == 200
+
+
 async def test_an_operator_changes_an_account_and_a_stale_form_is_refused(
     gateway: Gateway,
 ) -> None:

@@ -1,10 +1,13 @@
 """OpenTelemetry tracing, on only with OTEL_EXPORTER_OTLP_ENDPOINT: the spans of a mint and a
 proxied request, children of the caller's W3C traceparent, recorded by the SDK's in-memory
-exporter (the process's tracer provider is set once, here, before any gateway starts)."""
+exporter (the process's tracer provider is set once, here, before any gateway starts); and the
+trace headers an upstream receives, only from an account with `propagate_trace: true`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
@@ -19,8 +23,10 @@ from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+TRACESTATE = "vendor=abc,other=1"
 
 _EXPORTER = InMemorySpanExporter()
+_DISPATCHES = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -37,13 +43,40 @@ async def traced(
     tmp_path: Path, spans: InMemorySpanExporter
 ) -> AsyncIterator[tuple[Gateway, InMemorySpanExporter]]:
     async with MockUpstream(chunks=4) as upstream:
-        accounts = [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o-2024-08-06"})]
+        accounts = _accounts(upstream)
         # never reached: the test's provider, set first, is kept (no OTLP exporter is made)
         extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
         env = gateway_env(tmp_path, accounts, extra=extra)
         async with running_gateway(env, [upstream]) as gw:
             spans.clear()
             yield gw, spans
+
+
+def _accounts(upstream: MockUpstream) -> list[dict[str, object]]:
+    """`openai-main` (gpt-4o) keeps traces to itself; `openai-traced` (gpt-4o-mini, with a
+    request ceiling) propagates them."""
+    return [
+        account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o-2024-08-06"}),
+        account_entry(
+            "openai-traced",
+            upstream,
+            {"gpt-4o-mini": "gpt-4o-mini"},
+            propagate_trace=True,
+            request_capacity=4,
+        ),
+    ]
+
+
+async def _call(gw: Gateway, model: str, headers: dict[str, str], **body: object) -> str:
+    """Mint for `model`, call the proxy with the caller's `headers`; the key."""
+    minted = await gw.minted(model=model, dispatch_id=f"d-{next(_DISPATCHES)}")
+    response = await gw.client.post(
+        f"{gw.url}/v1/chat/completions",
+        json={"model": model, "messages": [{"role": "user", "content": "a secret prompt"}], **body},
+        headers={"Authorization": f"Bearer {minted['key']}", **headers},
+    )
+    assert response.status_code == 200, response.text
+    return str(minted["key"])
 
 
 def _named(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
@@ -108,14 +141,99 @@ async def test_a_proxied_request_is_a_span_named_after_its_endpoint(
     assert "a secret prompt" not in text
 
 
-async def test_without_an_endpoint_nothing_is_traced(
+async def test_a_proxied_request_has_a_span_for_each_step(
+    traced: tuple[Gateway, InMemorySpanExporter],
+) -> None:
+    gw, exporter = traced
+    key = await _call(gw, "gpt-4o-mini", {"traceparent": TRACEPARENT}, stream=True)
+    await _until(lambda: any(s.name == "proxy.request" for s in exporter.get_finished_spans()))
+    finished = exporter.get_finished_spans()
+    server = _named(finished, "POST /v1/chat/completions")
+    request = _named(finished, "proxy.request")
+    assert request.parent is not None
+    assert server.context is not None
+    assert request.parent.span_id == server.context.span_id
+    assert request.context is not None
+    steps = ("proxy.admit", "proxy.health", "proxy.slot", "proxy.upstream", "proxy.finish")
+    for step in steps:
+        span = _named(finished, step)
+        assert span.parent is not None
+        assert span.parent.span_id == request.context.span_id, step
+    ordered = sorted(steps, key=lambda step: _named(finished, step).start_time or 0)
+    assert ordered == list(steps)
+    assert _named(finished, "proxy.upstream").kind is SpanKind.CLIENT
+    events = [event.name for event in request.events]
+    assert events == ["first-token", "evidence"]
+    assert request.attributes is not None
+    assert request.attributes["leasegate.outcome"] == "success"
+    assert request.attributes["leasegate.account"] == "openai-traced"
+    assert request.attributes["leasegate.served_model"] == "gpt-4o-mini"
+    text = "".join(str(span.to_json()) for span in finished)
+    assert key not in text
+    assert "a secret prompt" not in text
+    assert "sk-" not in text  # no credential either
+
+
+async def test_a_refused_request_names_its_code_and_never_goes_upstream(
+    traced: tuple[Gateway, InMemorySpanExporter],
+) -> None:
+    gw, exporter = traced
+    minted = await gw.minted()
+    exporter.clear()
+    response = await gw.chat(minted["key"], model="gpt-4o-mini")  # not the key's model
+    assert response.status_code == 403, response.text
+    await _until(lambda: any(s.name == "proxy.request" for s in exporter.get_finished_spans()))
+    finished = exporter.get_finished_spans()
+    request = _named(finished, "proxy.request")
+    assert request.attributes is not None
+    assert request.attributes["leasegate.outcome"] == "refused"
+    assert request.attributes["leasegate.refusal_code"] == "model-not-permitted"
+    assert {s.name for s in finished} & {"proxy.health", "proxy.upstream"} == set()
+
+
+async def test_only_an_account_that_allows_it_receives_the_proxys_trace_context(
+    traced: tuple[Gateway, InMemorySpanExporter],
+) -> None:
+    gw, exporter = traced
+    upstream = gw.upstreams[0]
+    caller = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
+    await _call(gw, "gpt-4o", caller)
+    kept = upstream.requests[-1].headers
+    assert "traceparent" not in kept
+    assert "tracestate" not in kept
+    exporter.clear()
+    await _call(gw, "gpt-4o-mini", caller)
+    sent = upstream.requests[-1].headers
+    await _until(lambda: any(s.name == "proxy.upstream" for s in exporter.get_finished_spans()))
+    client = _named(exporter.get_finished_spans(), "proxy.upstream")
+    assert client.context is not None
+    # the upstream's parent is the proxy's client span, in the caller's trace
+    assert sent["traceparent"] == f"00-{TRACE_ID}-{client.context.span_id:016x}-01"
+    assert sent["tracestate"] == TRACESTATE
+
+
+async def test_untraced_only_the_allowed_account_gets_the_callers_trace_headers(
     tmp_path: Path, spans: InMemorySpanExporter
 ) -> None:
     async with MockUpstream(chunks=4) as upstream:
-        accounts = [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o-2024-08-06"})]
-        async with running_gateway(gateway_env(tmp_path, accounts), [upstream]) as gw:
+        async with running_gateway(gateway_env(tmp_path, _accounts(upstream)), [upstream]) as gw:
             spans.clear()
-            minted = await gw.minted()
-            assert (await gw.chat(minted["key"])).status_code == 200
+            caller = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
+            await _call(gw, "gpt-4o", caller)
+            assert "traceparent" not in upstream.requests[-1].headers
+            await _call(gw, "gpt-4o-mini", caller)
+            sent = upstream.requests[-1].headers
+            assert (sent["traceparent"], sent["tracestate"]) == (TRACEPARENT, TRACESTATE)
+            await _call(gw, "gpt-4o-mini", {"traceparent": "00-not-a-trace-01"})
+            assert "traceparent" not in upstream.requests[-1].headers
             names = {s.name for s in spans.get_finished_spans()}
-            assert not any(name.startswith(("POST", "GET")) for name in names)
+            assert not any(name.startswith(("POST", "GET", "proxy.")) for name in names)
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    """A relay ends its request just after the last byte: wait briefly for its spans."""
+    for _ in range(100):
+        if done():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the spans did not arrive")

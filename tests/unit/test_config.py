@@ -109,6 +109,7 @@ def test_list_of_models_means_identical_names(tmp_path: Path) -> None:
         ("    models:", "    lease_capacity: -1\n    models:", "field 'lease_capacity'"),
         ("    models:", "    request_capacity: -3\n    models:", "field 'request_capacity'"),
         ("    models:", "    colour: blue\n    models:", "field 'colour'"),
+        ("    models:", "    propagate_trace: 'yes'\n    models:", "field 'propagate_trace'"),
         (
             "{gpt-4o: gpt-4o-2024-08-06, gpt-4o-mini: gpt-4o-mini}",
             "{}",
@@ -126,6 +127,14 @@ def test_bad_account_names_account_and_field(
     assert fragment in message
     assert "account" in message
     assert "\n" not in message
+
+
+def test_trace_propagation_is_off_unless_the_account_asks_for_it(tmp_path: Path) -> None:
+    asks = GOOD_ACCOUNT.replace("openai-main", "openai-traced").replace(
+        "    models:", "    propagate_trace: true\n    models:"
+    )
+    config = load_config(_accounts(tmp_path, "accounts:" + GOOD_ACCOUNT + asks))
+    assert [a.propagate_trace for a in config.registry.accounts] == [False, True]
 
 
 def test_duplicate_ids_are_refused(tmp_path: Path) -> None:

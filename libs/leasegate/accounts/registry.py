@@ -35,6 +35,7 @@ _FIELDS = frozenset(
         "stream_idle_timeout_s",
         "max_connections",
         "pass_malformed_events",
+        "propagate_trace",
     }
 )
 
@@ -64,6 +65,8 @@ class Account:
     """Size of this account's own connection pool; None: the global default."""
     pass_malformed_events: bool = False
     """Relay a stream byte-exact, even data events that are not JSON (default: drop them)."""
+    propagate_trace: bool = False
+    """Send the W3C `traceparent`/`tracestate` to this account's upstream (default: never)."""
     context_windows: Mapping[str, int] = field(default_factory=dict)
     """Requested name -> its declared context window in tokens (only where declared)."""
     context_fallbacks: Mapping[str, str] = field(default_factory=dict)
@@ -208,7 +211,8 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
             entry.get("stream_idle_timeout_s"), "stream_idle_timeout_s", fail
         ),
         max_connections=_positive(entry.get("max_connections"), "max_connections", fail),
-        pass_malformed_events=_flag(entry.get("pass_malformed_events"), fail),
+        pass_malformed_events=_flag(entry, "pass_malformed_events", fail),
+        propagate_trace=_flag(entry, "propagate_trace", fail),
     )
 
 
@@ -303,11 +307,12 @@ def _positive(raw: object, field_name: str, fail: _Fail) -> int | None:
     return raw
 
 
-def _flag(raw: object, fail: _Fail) -> bool:
+def _flag(entry: Mapping[object, object], field_name: str, fail: _Fail) -> bool:
+    raw = entry.get(field_name)
     if raw is None:
         return False
     if not isinstance(raw, bool):
-        raise fail("pass_malformed_events", "must be true or false")
+        raise fail(field_name, "must be true or false")
     return raw
 
 

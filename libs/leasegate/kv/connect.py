@@ -25,6 +25,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from leasegate.kv.redis_timed import TimedRedis
+
 HEALTH_CHECK_INTERVAL_S = 5
 MAX_CONNECTIONS = 512
 POOL_WAIT_S = 5.0
@@ -38,7 +40,7 @@ class Deadlines:
     command_s: float = 2.0
 
 
-def redis_client(url: str, deadlines: Deadlines | None = None) -> aioredis.Redis:
+def redis_client(url: str, deadlines: Deadlines | None = None) -> TimedRedis:
     """A client on a blocking pool: a burst of admissions waits briefly for a connection
     rather than failing with MaxConnectionsError."""
     limits = deadlines or Deadlines()
@@ -52,4 +54,4 @@ def redis_client(url: str, deadlines: Deadlines | None = None) -> aioredis.Redis
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     )
-    return aioredis.Redis(connection_pool=pool)
+    return TimedRedis(connection_pool=pool)

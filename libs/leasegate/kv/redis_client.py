@@ -10,6 +10,7 @@ from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
 
 from leasegate.kv.connect import HEALTH_CHECK_INTERVAL_S, Deadlines
+from leasegate.kv.redis_timed import TimedRedisCluster
 
 RedisClient = Redis | RedisCluster
 
@@ -22,14 +23,14 @@ def cluster_client(
     password: str | None = None,
     max_connections: int = 512,
     deadlines: Deadlines | None = None,
-) -> RedisCluster:
+) -> TimedRedisCluster:
     """A cluster client seeded with `nodes`; it discovers the rest on first use. Every call
     has the same deadlines as a single Redis's (`leasegate.kv.connect`).
 
     `max_connections` is per node. Connections are opened lazily, so constructing one does
     no I/O."""
     limits = deadlines or Deadlines()
-    return RedisCluster(
+    return TimedRedisCluster(
         startup_nodes=[ClusterNode(host, port) for host, port in nodes],
         username=username,
         password=password,

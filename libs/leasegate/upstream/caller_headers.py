@@ -4,7 +4,8 @@ Only an allow-list is passed (`FORWARDED_HEADERS`); everything else is dropped: 
 own key (authorization, x-api-key), cookies, host, content-length, hop-by-hop headers, and
 headers that would pick a billing identity other than the account's (openai-organization,
 openai-project). A value with a character a header may not carry (CR, LF, NUL, other
-controls) is dropped too.
+controls) is dropped too. The W3C `traceparent` and `tracestate` are not on the list: only an
+account with `propagate_trace` receives them, set by the proxy (leasegate.proxy.tracing).
 
 The forwarded headers are capped in total (`name: value\\r\\n`, in bytes): over the cap the
 request is refused 431 `request-header-too-large` before anything is sent upstream. Without

@@ -39,7 +39,7 @@ def create_dev_app(
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
-    StoreMetrics(metrics_registry).watch_database(stores.database)
+    StoreMetrics(metrics_registry).watch(stores)
     control = build_control_runtime(config, stores, the_clock, metrics_registry)
     proxy = build_proxy_runtime(config, stores, metrics_registry, the_clock)
     upkeep = evidence_upkeep(config, stores, the_clock)

@@ -52,7 +52,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
-    StoreMetrics(metrics_registry).watch_database(stores.database)
+    StoreMetrics(metrics_registry).watch(stores)
     runtime = build_control_runtime(config, stores, the_clock, metrics_registry)
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     capacity_gauges = CapacityGauges(runtime, metrics_registry)

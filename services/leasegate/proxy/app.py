@@ -26,6 +26,7 @@ from leasegate.proxy.models import list_models, retrieve_model
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
+from leasegate.proxy.tracing import RequestTracer
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.app_base import base_app
 from leasegate.web.health_metrics import HealthGauges
@@ -66,6 +67,7 @@ def build_proxy_runtime(
             tenants=TenantBudgetWatch(AuditRepository(stores.database), settings.audit_key, clock),
             clock=clock,
         ),
+        tracer=RequestTracer() if config.tracing_endpoint is not None else None,
     )
 
 
@@ -112,7 +114,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     the_clock = clock or SystemClock()
     stores = open_stores(config)
     metrics_registry = CollectorRegistry()
-    StoreMetrics(metrics_registry).watch_database(stores.database)
+    StoreMetrics(metrics_registry).watch(stores)
     runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager

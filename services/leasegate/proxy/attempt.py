@@ -10,6 +10,7 @@ from leasegate.core.observation import Classification, Observation
 from leasegate.core.ports.health import Admitted
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.core.text import MODEL_NAME_MAX, safe_optional
+from leasegate.proxy.tracing import RequestTrace
 from leasegate.upstream.sse import Usage
 
 
@@ -35,6 +36,8 @@ class Attempt:
     """False for an endpoint that is not a completion (see Endpoint.completion)."""
     finished: bool = False
     """Its row is queued or written: `ProxyRuntime.finish` has run."""
+    trace: RequestTrace | None = None
+    """Its span, when tracing is on (proxy/tracing.py); None costs nothing."""
 
     def evidence(
         self,

@@ -2,7 +2,7 @@
 
 Order of checks (each refusal is recorded as evidence with its code):
 key -> account -> endpoint -> caller headers -> body -> model -> budget -> health
--> request slot -> upstream.
+-> request slot -> upstream. When tracing is on, the steps are spans (proxy/tracing.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.proxy.tracing import caller_trace_headers, in_step, with_headers
 from leasegate.routing.health import block_code
 from leasegate.upstream.caller_headers import check_header_cap
 from leasegate.upstream.errors import UpstreamError
@@ -54,14 +55,19 @@ async def forward(
     if token is None:
         error = GatewayError("key-invalid", "no key: send it as Authorization: Bearer or x-api-key")
         return refusal_response(error, attempt.request_id)
+    if runtime.tracer is not None:
+        attempt.trace = runtime.tracer.begin(attempt.request_id, endpoint.path)
+    trace = attempt.trace
     try:
-        key, account = await _admit_key(runtime, endpoint, attempt, token)
+        admit = _admit_key(runtime, endpoint, attempt, token)
+        key, account = await in_step(trace, "proxy.admit", admit)
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
         payload = await _rewrite_body(runtime, content_type, body, attempt, key)
         await runtime.spend.check(key)
-        await _check_health(runtime, attempt, key)
-        await _take_slot(runtime, attempt, account)
+        await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
+        if (capacity := account.request_capacity) is not None:  # else nothing is counted
+            await in_step(trace, "proxy.slot", _take_slot(runtime, attempt, account.id, capacity))
     except ClientGone:
         # The caller hung up while its body was being read: one row, nobody to answer.
         await runtime.finish(attempt, Observation("client-abort"))
@@ -78,8 +84,14 @@ async def forward(
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
         return refusal_response(unavailable, attempt.request_id, attempt.key)
     upstream_request = runtime.clients.build_request(account, endpoint.path, payload, pairs)
+    if account.propagate_trace and trace is None:
+        upstream_request = with_headers(upstream_request, caller_trace_headers(pairs))
     try:
-        upstream = await runtime.clients.send(upstream_request)
+        if trace is None:
+            upstream = await runtime.clients.send(upstream_request)
+        else:
+            propagate = account.propagate_trace
+            upstream = await trace.send(runtime.clients, upstream_request, propagate=propagate)
     except UpstreamError as exc:
         failure = send_failure(exc, account.id)
         await runtime.finish(attempt, failure.observation)
@@ -180,12 +192,11 @@ async def _check_health(runtime: ProxyRuntime, attempt: Attempt, key: KeyRecord)
         attempt.health_trial = admission
 
 
-async def _take_slot(runtime: ProxyRuntime, attempt: Attempt, account: Account) -> None:
-    capacity = account.request_capacity
-    if capacity is None:
-        return  # no ceiling: nothing is counted on the hot path
+async def _take_slot(
+    runtime: ProxyRuntime, attempt: Attempt, account_id: str, capacity: int
+) -> None:
     try:
-        admitted = await runtime.slots.acquire(account.id, attempt.request_id, capacity)
+        admitted = await runtime.slots.acquire(account_id, attempt.request_id, capacity)
     except SlotStoreError:
         raise GatewayError(
             "unavailable", "the request-slot store is unreachable", retry_after_s=1.0
@@ -193,7 +204,7 @@ async def _take_slot(runtime: ProxyRuntime, attempt: Attempt, account: Account) 
     if not admitted:
         raise GatewayError(
             "account-request-capacity-exhausted",
-            f"account {account.id} is at its request ceiling; the gateway does not queue",
+            f"account {account_id} is at its request ceiling; the gateway does not queue",
             retry_after_s=1.0,
         )
-    attempt.slot_account = account.id
+    attempt.slot_account = account_id

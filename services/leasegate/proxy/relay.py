@@ -209,12 +209,15 @@ class StreamRelay(_Relay):
         """Relay until the upstream ends, stalls or fails; returns how it ended."""
         status = self._upstream.status
         reader = BodyReader(self._upstream.content, self._deadlines)
+        trace = self._attempt.trace
         try:
             while (
                 chunk := await reader.next(awaiting_first_token=not scanner.answering)
             ) is not None:
                 had_error = scanner.error is not None
                 out = scanner.feed(chunk)
+                if trace is not None and scanner.answering:
+                    trace.first_token()
                 if scanner.error is not None and not had_error:
                     # an in-stream error: its row is durable before the caller reads it
                     await self._finish_first(scanner, stream_observation(scanner, status))

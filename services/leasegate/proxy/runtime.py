@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 
 from leasegate.accounts import Registry
@@ -10,6 +11,7 @@ from leasegate.config import Settings
 from leasegate.core.clock import Clock
 from leasegate.core.observation import Observation
 from leasegate.core.ports.health import HealthTransition
+from leasegate.core.records import EvidenceRow
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.evidence import EvidenceSink
@@ -17,6 +19,7 @@ from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.spend import SpendGate
+from leasegate.proxy.tracing import RequestTrace, RequestTracer
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.errors import STORE_ERRORS
@@ -37,6 +40,8 @@ class ProxyRuntime:
     evidence: EvidenceSink
     metrics: ProxyMetrics
     spend: SpendGate
+    tracer: RequestTracer | None = None
+    """Set at wiring when tracing is on; None: no request makes a span."""
 
     async def release_slot(self, attempt: Attempt) -> None:
         """Give back the attempt's request slot, if it holds one. Safe to call repeatedly."""
@@ -44,13 +49,26 @@ class ProxyRuntime:
         if account_id is not None:
             await self.slots.release(account_id, attempt.request_id)
 
-    async def finish(self, attempt: Attempt, observation: Observation) -> None:
+    def finish(self, attempt: Attempt, observation: Observation) -> Awaitable[object]:
         """The one way a request ends: slot back, health fed, one evidence row queued (a
-        qualifying failure's row written before this returns). Only the first call counts."""
+        qualifying failure's row written before this returns). Only the first call counts.
+        Await it. (A plain function handing back the right coroutine: an untraced request
+        pays no extra frame for tracing.)"""
         if attempt.finished:
-            await self.release_slot(attempt)
-            return
+            return self.release_slot(attempt)
         attempt.finished = True
+        if attempt.trace is None:
+            return self._end(attempt, observation)
+        return self._end_traced(attempt.trace, attempt, observation)
+
+    async def _end_traced(
+        self, trace: RequestTrace, attempt: Attempt, observation: Observation
+    ) -> None:
+        with trace.step("proxy.finish"):
+            row = await self._end(attempt, observation)
+        trace.end(row)
+
+    async def _end(self, attempt: Attempt, observation: Observation) -> EvidenceRow:
         await self.release_slot(attempt)
         classification = classify(observation)
         ended = self.clock.monotonic()
@@ -60,6 +78,8 @@ class ProxyRuntime:
             await self.evidence.add_durable(row)  # a hop may cite it as soon as the caller knows
         else:
             self.evidence.add(row)
+        if attempt.trace is not None:
+            attempt.trace.evidence(durable=classification.qualifying)
         self.metrics.observe(row)
         key = attempt.key
         try:
@@ -69,7 +89,7 @@ class ProxyRuntime:
             log.error("spend record failed", extra={"error": type(exc).__name__})
         signal = classification.health_scope is not None or classification.resets_streak
         if key is None or not attempt.feeds_health or not signal:
-            return
+            return row
         try:
             transitions: list[HealthTransition] = await self.health.record(
                 key.account_id,
@@ -82,6 +102,7 @@ class ProxyRuntime:
         except STORE_ERRORS as exc:
             # The row is queued either way; only this request's health signal is lost.
             log.error("health record failed", extra={"error": type(exc).__name__})
-            return
+            return row
         log_transitions(transitions)
         self.metrics.health_transitions(transitions)
+        return row

@@ -16,6 +16,7 @@ from leasegate.control_plane.console.session import (
     csrf_matches,
     new_session,
 )
+from leasegate.control_plane.console.throttle import SignInThrottle
 from leasegate.control_plane.console.web import (
     STATIC_DIR,
     ConsoleAuth,
@@ -27,7 +28,7 @@ from leasegate.control_plane.console.web import (
 )
 from leasegate.control_plane.overlay import StateChange
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.core.errors import GatewayError
+from leasegate.core.errors import GatewayError, retry_after_header
 
 _STATES = {"disable": "disabled", "drain": "draining", "enable": "enabled"}
 
@@ -48,6 +49,7 @@ def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
 
 def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
+    throttle = SignInThrottle()
 
     @router.get("")
     async def home() -> RedirectResponse:
@@ -59,12 +61,18 @@ def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.post("/sign-in")
     async def sign_in(request: Request) -> Response:
+        address = request.client.host if request.client is not None else "unknown"
+        when = runtime.clock.monotonic()
+        if (wait_s := throttle.wait_s(address, when)) is not None:
+            return _throttled(request, wait_s)
         token = (await form_fields(request)).get("token", "").strip()
         try:
             caller = runtime.auth.authenticate(f"Bearer {token}")
         except GatewayError:
+            throttle.failed(address, when)
             error = "That token is not an operator or control token of this gateway."
             return page(request, "sign_in.html", {"error": error}, session=None, status=401)
+        throttle.succeeded(address)
         now = runtime.clock.now().timestamp()
         session = new_session(caller.kind, caller.name, now, auth.ttl_s)
         response = RedirectResponse("/console/pool", status_code=303)
@@ -170,6 +178,14 @@ async def _conflict(
     since = [r for r in snapshot.records if r.seq > seen]
     context = {"seen": seen, "current": verdict.revision, "changes": since, "nav": "actions"}
     return page(request, "conflict.html", context, session=session, status=409)
+
+
+def _throttled(request: Request, wait_s: float) -> Response:
+    retry_after = retry_after_header(wait_s)
+    error = f"Too many failed sign-ins from this address: try again in {retry_after} s."
+    response = page(request, "sign_in.html", {"error": error}, session=None, status=429)
+    response.headers["Retry-After"] = retry_after
+    return response
 
 
 def _csrf_refused(request: Request, session: Session) -> Response:
