@@ -9,6 +9,7 @@ from leasegate.accounts import Registry
 from leasegate.config import Settings
 from leasegate.core.clock import Clock
 from leasegate.core.observation import Observation
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthTransition
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.attempt import Attempt
@@ -19,7 +20,6 @@ from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.spend import SpendGate
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamClients
-from leasegate.web.errors import STORE_ERRORS
 from leasegate.web.health_events import log_transitions
 
 log = logging.getLogger("leasegate.proxy")
@@ -64,9 +64,9 @@ class ProxyRuntime:
         key = attempt.key
         try:
             await self.spend.record(key, attempt.usage, cost)
-        except STORE_ERRORS as exc:
+        except StoreError as exc:
             # the row (with its tokens and cost) is queued either way; the running total misses it
-            log.error("spend record failed", extra={"error": type(exc).__name__})
+            log.error("spend record failed", extra={"error": exc.reason})
         signal = classification.health_scope is not None or classification.resets_streak
         if key is None or not attempt.feeds_health or not signal:
             return
@@ -79,9 +79,9 @@ class ProxyRuntime:
                 self.clock.now().timestamp(),
                 trial=attempt.health_trial,
             )
-        except STORE_ERRORS as exc:
+        except StoreError as exc:
             # The row is queued either way; only this request's health signal is lost.
-            log.error("health record failed", extra={"error": type(exc).__name__})
+            log.error("health record failed", extra={"error": exc.reason})
             return
         log_transitions(transitions)
         self.metrics.health_transitions(transitions)
