@@ -101,7 +101,10 @@ async def _write_postgres(db: Database, rows: Sequence[EvidenceRow]) -> None:
 
 async def _write_sqlite(db: Database, rows: Sequence[EvidenceRow]) -> None:
     statement = sqlite.insert(EvidenceRecordRow).on_conflict_do_nothing()
+    values = [dict(zip(FIELDS, _row_values(r), strict=True)) for r in rows]
     async with db.session() as session:
-        await session.execute(
-            statement, [dict(zip(FIELDS, _row_values(r), strict=True)) for r in rows]
-        )
+        try:
+            await session.execute(statement, values)
+        except RAW_CALL_ERRORS as exc:
+            # aiosqlite's encoding errors (a lone surrogate) reach here unwrapped
+            raise store_error(exc) from exc
