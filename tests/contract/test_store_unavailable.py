@@ -157,7 +157,7 @@ async def _escaping(calls: dict[str, Call]) -> dict[str, str]:
             await call()
         except StoreUnavailable:
             continue
-        except Exception as exc:  # noqa: BLE001 - reported by the assertion
+        except Exception as exc:  # reported by the assertion
             escaped[name] = type(exc).__name__
             continue
         escaped[name] = "returned"

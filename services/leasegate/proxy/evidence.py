@@ -107,11 +107,7 @@ class EvidenceSink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain_s):
-                while self.pending:
-                    if not await self._flush_once():
-                        await asyncio.sleep(0.2)
+        await self.drain(drain_s)
         if self._rows and self._spill is not None:
             # the spill file outlives the process: its successor replays these
             while self._rows and self._spill.append(self._rows[0]):
@@ -126,11 +122,15 @@ class EvidenceSink:
         if self._spill is not None:
             self._spill.close()
 
-    async def flush(self) -> None:
-        """Write everything buffered now (tests and shutdown)."""
-        while self.pending:
-            if not await self._flush_once():
-                raise ConnectionError("evidence could not be written")
+    async def drain(self, within_s: float) -> bool:
+        """Write everything waiting (memory, then the spill file), a failed batch retried every
+        0.2 s, for at most `within_s`; True when nothing is left (`stop` drains first)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within_s):
+                while self.pending:
+                    if not await self._flush_once():
+                        await asyncio.sleep(0.2)
+        return not self.pending
 
     async def _run(self) -> None:
         backoff = self._interval
