@@ -17,6 +17,7 @@ import pytest
 from leasegate.client import Dispatch, DispatchFailed, post_json, stream_events
 from leasegate.demo.upstream import Reply
 from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
+from tests.fixtures.servers import local_client
 
 PoolFactory = Callable[..., AbstractAsyncContextManager[Pool]]
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -42,7 +43,7 @@ def make_pool(tmp_path: Path, stores_env: dict[str, str]) -> PoolFactory:
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with local_client(timeout=30) as client:
         yield client
 
 

@@ -16,7 +16,7 @@ from leasegate.config import load_config
 from leasegate.control_plane.app import create_control_plane_app
 from leasegate.db.migrate import upgrade
 from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, Gateway, gateway_env
-from tests.fixtures.servers import serve
+from tests.fixtures.servers import local_client, serve
 from tests.fixtures.services import production_stores
 
 PAGES = [
@@ -31,7 +31,7 @@ PAGES = [
 
 @asynccontextmanager
 async def signed_in(gateway: Gateway, token: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=gateway.url) as client:
+    async with local_client(base_url=gateway.url) as client:
         answer = await client.post("/console/sign-in", data={"token": token})
         assert answer.status_code == 303, answer.text
         yield client
@@ -52,7 +52,7 @@ async def revision(gateway: Gateway) -> int:
 
 
 async def test_without_a_session_every_page_redirects_to_sign_in(gateway: Gateway) -> None:
-    async with httpx.AsyncClient(base_url=gateway.url) as client:
+    async with local_client(base_url=gateway.url) as client:
         for path in PAGES:
             answer = await client.get(path)
             assert (answer.status_code, answer.headers["location"]) == (303, "/console/sign-in")
@@ -69,7 +69,7 @@ async def test_without_a_session_every_page_redirects_to_sign_in(gateway: Gatewa
 async def test_sign_in_sets_a_strict_http_only_cookie_that_holds_no_token(
     gateway: Gateway,
 ) -> None:
-    async with httpx.AsyncClient(base_url=gateway.url) as client:
+    async with local_client(base_url=gateway.url) as client:
         wrong = await client.post("/console/sign-in", data={"token": "guess"})
         assert wrong.status_code == 401
         assert "set-cookie" not in wrong.headers
@@ -182,7 +182,7 @@ async def test_the_control_plane_process_app_serves_the_console(tmp_path: Path) 
         await asyncio.to_thread(upgrade, config.settings.database_url)
         async with (
             serve(create_control_plane_app(config)) as url,
-            httpx.AsyncClient(base_url=url) as client,
+            local_client(base_url=url) as client,
         ):
             assert (await client.get("/console/audit")).status_code == 303
             signed = await client.post("/console/sign-in", data={"token": ADMIN_TOKEN})

@@ -27,6 +27,7 @@ from leasegate.client import Dispatch, DispatchFailed, Rejected, post_json, stre
 from leasegate.demo.upstream import MockRequest, Reply
 from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
 from tests.fixtures.scripted import anthropic_stream, openai_stream
+from tests.fixtures.servers import local_client
 
 HEADERS_S = 0.8
 IDLE_S = 1.0
@@ -58,7 +59,7 @@ async def pool(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Pool
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with local_client(timeout=30) as client:
         yield client
 
 
@@ -268,8 +269,10 @@ async def test_a_400_refusal_stops_at_once_without_a_hop(
     assert (pool.primary.count, pool.backup.count) == (1, 0)
     assert [d.kind for d in await pool.control.decisions(TENANT, "d-1")] == ["fresh"]
     evidence = await only_row(pool, only.mint_decision_id)
-    expected = ("context-length-exceeded", "model") if code == "context_length_exceeded" else (
-        "upstream-error", None
+    expected = (
+        ("context-length-exceeded", "model")
+        if code == "context_length_exceeded"
+        else ("upstream-error", None)
     )  # with no context_fallback declared, a context-length row has nowhere to go either
     assert (evidence["outcome"], evidence["scope"], evidence["qualifying"]) == (*expected, False)
     assert evidence["upstream_status"] == 400
@@ -519,7 +522,7 @@ async def test_byte_exact_pass_through_and_dispatch_reads_the_sdks_decode_error(
     extra = {"primary": {"pass_malformed_events": True}}
     async with running_pool(tmp_path, stores_env, ENV, accounts_extra=extra) as pool:
         pool.primary_script.reply = Reply(chunks=tenth_event_garbled())
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with local_client(timeout=30) as http:
             key = (await pool.control.mint(TENANT, "d-raw", "gpt-4o")).key
             assert key is not None
             body = {"model": "gpt-4o", "messages": [], "stream": True}

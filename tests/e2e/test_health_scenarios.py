@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
-from leasegate.db.migrate import upgrade
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
+from tests.fixtures.databases import create_database, drop_database, pg_url
 from tests.fixtures.deployments import (
     Deployment,
     Shape,
@@ -30,14 +30,7 @@ from tests.fixtures.deployments import (
     shared_stores,
 )
 from tests.fixtures.gateway import account_entry
-from tests.fixtures.services import (
-    PG_HOST,
-    PG_PORT,
-    create_database,
-    drop_database,
-    pg_url,
-    require_service,
-)
+from tests.fixtures.services import require_postgres
 
 # Threshold 1 everywhere: one failure is enough to show which scope it lands in.
 LONG = {
@@ -119,12 +112,14 @@ def assert_refused_for_health(
 # -- (a) one account, two models: model A cools, model B carries on ------------------------
 
 
-def accounts_a(n: Names, ups: list[MockUpstream]) -> list[dict[str, Any]]:
+def one_account_two_models(n: Names, ups: list[MockUpstream]) -> list[dict[str, Any]]:
     return [account_entry(n.acct(), ups[0], {n.big: n.big_served, n.small: n.small})]
 
 
-async def scenario_a(d: Deployment, n: Names, ups: list[MockUpstream], events: Events) -> None:
-    stream_error = n.p == "as"  # "a5": a 503; "as": an error event inside a 200 stream
+async def model_cools_while_another_carries_on(
+    d: Deployment, n: Names, ups: list[MockUpstream], events: Events
+) -> None:
+    stream_error = n.p.endswith("stream-error")  # else a 503
     failure = Reply(error_after=2) if stream_error else Reply(status=503)
     ups[0].script = lambda r: failure if model_of(r) == n.big_served else None
     key_a = await d.minted(n.big, f"{n.p}-1")
@@ -212,7 +207,9 @@ async def succeed_across_the_trip(
 # -- (b) a 401 opens the account circuit for every model at once ---------------------------
 
 
-async def scenario_b(d: Deployment, n: Names, ups: list[MockUpstream], events: Events) -> None:
+async def circuit_opens_for_every_model(
+    d: Deployment, n: Names, ups: list[MockUpstream], events: Events
+) -> None:
     ups[0].script = lambda r: Reply(status=401) if model_of(r) == n.big_served else None
     key_big = await d.minted(n.big, f"{n.p}-1")
     key_small = await d.minted(n.small, f"{n.p}-2")
@@ -251,11 +248,13 @@ async def scenario_b(d: Deployment, n: Names, ups: list[MockUpstream], events: E
 # -- (c) a two-account pool: while account 1 cools for A, a fresh mint lands on account 2 --
 
 
-def accounts_c(n: Names, ups: list[MockUpstream]) -> list[dict[str, Any]]:
+def two_accounts(n: Names, ups: list[MockUpstream]) -> list[dict[str, Any]]:
     return [account_entry(n.acct(i + 1), ups[i], {n.big: n.big_served}) for i in range(2)]
 
 
-async def scenario_c(d: Deployment, n: Names, ups: list[MockUpstream], events: Events) -> None:
+async def pool_skips_the_cooling_account(
+    d: Deployment, n: Names, ups: list[MockUpstream], events: Events
+) -> None:
     ups[0].script = lambda _: Reply(status=503)
     first = await d.minted(n.big, f"{n.p}-1")
     assert (first["account_id"], first["fallback_position"]) == (n.acct(1), 0)
@@ -276,11 +275,13 @@ async def scenario_c(d: Deployment, n: Names, ups: list[MockUpstream], events: E
 # resets the trips -----------------------------------------------------------------------
 
 
-def accounts_d(n: Names, ups: list[MockUpstream]) -> list[dict[str, Any]]:
+def one_account_short_windows(n: Names, ups: list[MockUpstream]) -> list[dict[str, Any]]:
     return [account_entry(n.acct(), ups[0], {n.big: n.big_served})]
 
 
-async def scenario_d(d: Deployment, n: Names, ups: list[MockUpstream], events: Events) -> None:
+async def one_trial_after_expiry(
+    d: Deployment, n: Names, ups: list[MockUpstream], events: Events
+) -> None:
     failing = Reply(status=503)
     replies: list[Reply | None] = [failing]
     ups[0].script = lambda _: replies[0]
@@ -317,7 +318,9 @@ async def scenario_d(d: Deployment, n: Names, ups: list[MockUpstream], events: E
 # -- (e) Retry-After longer than the backoff wins, capped by MAX ---------------------------
 
 
-async def scenario_e(d: Deployment, n: Names, ups: list[MockUpstream], events: Events) -> None:
+async def retry_after_beats_the_backoff(
+    d: Deployment, n: Names, ups: list[MockUpstream], events: Events
+) -> None:
     replies = {
         n.big_served: Reply(status=429, headers={"retry-after": "100"}),
         n.small: Reply(status=503, headers={"retry-after": "3600"}),
@@ -345,12 +348,17 @@ Accounts = Callable[[Names, list[MockUpstream]], list[dict[str, Any]]]
 
 # name -> (run, accounts, upstreams, settings)
 SCENARIOS: dict[str, tuple[Scenario, Accounts, int, dict[str, str]]] = {
-    "a5": (scenario_a, accounts_a, 1, LONG),
-    "as": (scenario_a, accounts_a, 1, LONG),
-    "b": (scenario_b, accounts_a, 1, LONG),
-    "c": (scenario_c, accounts_c, 2, LONG),
-    "d": (scenario_d, accounts_d, 1, SHORT),
-    "e": (scenario_e, accounts_a, 1, LONG),
+    "model-cools-on-503": (model_cools_while_another_carries_on, one_account_two_models, 1, LONG),
+    "model-cools-on-stream-error": (
+        model_cools_while_another_carries_on,
+        one_account_two_models,
+        1,
+        LONG,
+    ),
+    "circuit-opens-on-401": (circuit_opens_for_every_model, one_account_two_models, 1, LONG),
+    "pool-skips-cooling-account": (pool_skips_the_cooling_account, two_accounts, 2, LONG),
+    "trial-after-expiry": (one_trial_after_expiry, one_account_short_windows, 1, SHORT),
+    "retry-after-beats-backoff": (retry_after_beats_the_backoff, one_account_two_models, 1, LONG),
 }
 
 
@@ -358,10 +366,9 @@ SCENARIOS: dict[str, tuple[Scenario, Accounts, int, dict[str, str]]] = {
 def module_database() -> Iterator[str]:
     """One migrated Postgres database for this module's Redis-backed runs: a deployment mints
     under a tenant of its own, and each scenario owns its accounts and models."""
-    require_service("PostgreSQL", PG_HOST, PG_PORT)
-    name = asyncio.run(create_database())
+    require_postgres()
+    name = asyncio.run(create_database(migrated=True))
     try:
-        upgrade(pg_url(name))
         yield pg_url(name)
     finally:
         asyncio.run(drop_database(name))

@@ -7,35 +7,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from leasegate.demo.upstream import Reply
+from tests.fixtures.gateway import Gateway
+from tests.fixtures.pool import Pool, running_pool
 
 TENANT = "acme/web"
-
-
-@dataclass
-class Scripted:
-    """The first account's upstream: answers `reply` (None: a healthy default answer)."""
-
-    reply: Reply | None = None
-
-    def __call__(self, _: MockRequest) -> Reply | None:
-        return self.reply
-
-
-@dataclass
-class Pool:
-    gateway: Gateway
-    primary: MockUpstream
-    backup: MockUpstream
-    script: Scripted
 
 
 PoolFactory = Callable[..., AbstractAsyncContextManager[Pool]]
@@ -43,25 +25,11 @@ PoolFactory = Callable[..., AbstractAsyncContextManager[Pool]]
 
 @pytest.fixture
 def make_pool(tmp_path: Path, stores_env: dict[str, str]) -> PoolFactory:
-    @asynccontextmanager
-    async def pool(extra: Mapping[str, str] | None = None) -> AsyncIterator[Pool]:
-        script = Scripted()
-        async with MockUpstream(script, chunks=4) as primary, MockUpstream(chunks=4) as backup:
-            accounts = [
-                # "solo" is served by one account only: a hop has nowhere to go
-                account_entry("primary", primary, {"gpt-4o": "gpt-4o-a", "solo": "solo-a"}),
-                account_entry("backup", backup, {"gpt-4o": "gpt-4o-b"}),
-            ]
-            env = gateway_env(
-                tmp_path,
-                accounts,
-                database_url=stores_env.get("database_url"),
-                redis_url=stores_env.get("redis_url"),
-                redis_prefix=stores_env.get("redis_prefix"),
-                extra=extra,
-            )
-            async with running_gateway(env, [primary, backup]) as gw:
-                yield Pool(gw, primary, backup, script)
+    """The two-account pool of `tests.fixtures.pool`; only the primary's answers are scripted.
+    `solo` is served by the primary only: a hop has nowhere to go."""
+
+    def pool(extra: Mapping[str, str] | None = None) -> AbstractAsyncContextManager[Pool]:
+        return running_pool(tmp_path, stores_env, extra)
 
     return pool
 
@@ -122,7 +90,7 @@ async def test_a_429_hops_to_the_second_account_on_another_upstream(make_pool: P
 async def _hop_scenario(pool: Pool) -> tuple[dict[str, Any], dict[str, Any], str]:
     """Mint, 429, retry too early, revoke, hop to the backup, succeed, try to branch."""
     gw = pool.gateway
-    pool.script.reply = Reply(status=429)
+    pool.primary_script.reply = Reply(status=429)
     first, row = await _failed_on_primary(pool)
     assert (row["outcome"], row["upstream_status"], row["qualifying"]) == (
         "upstream-error",
@@ -178,7 +146,7 @@ async def _hop_is_recorded(
 
 async def test_no_hop_with_a_budget_of_zero(make_pool: PoolFactory) -> None:
     async with make_pool({"LEASEGATE_MAX_FALLBACK_HOPS": "0"}) as pool:
-        pool.script.reply = Reply(status=429)
+        pool.primary_script.reply = Reply(status=429)
         first, _ = await _failed_on_primary(pool)
         await _revoke(pool.gateway, first["key_id"])
         held = await pool.gateway.mint(retry_of_mint_decision_id=first["mint_decision_id"])
@@ -190,14 +158,14 @@ async def test_no_hop_with_a_budget_of_zero(make_pool: PoolFactory) -> None:
 async def test_a_400_or_a_client_abort_does_not_license_a_hop(make_pool: PoolFactory) -> None:
     async with make_pool() as pool:
         gw = pool.gateway
-        pool.script.reply = Reply(status=400)
+        pool.primary_script.reply = Reply(status=400)
         first, row = await _failed_on_primary(pool)
         assert (row["upstream_status"], row["qualifying"]) == (400, False)
         await _revoke(gw, first["key_id"])
         held = await gw.mint(retry_of_mint_decision_id=first["mint_decision_id"])
         assert _error(held, 503, "fallback-not-authorised")["disposition"] == "held"
 
-        pool.script.reply = Reply(chunk_delay_s=0.3)
+        pool.primary_script.reply = Reply(chunk_delay_s=0.3)
         aborted = await gw.minted(dispatch_id="d-2")
         async with gw.client.stream(
             "POST",
@@ -253,7 +221,7 @@ async def test_citations_that_can_never_hop(make_pool: PoolFactory) -> None:
 async def test_concurrent_hops_citing_one_decision_one_wins(make_pool: PoolFactory) -> None:
     async with make_pool() as pool:
         gw = pool.gateway
-        pool.script.reply = Reply(status=503)
+        pool.primary_script.reply = Reply(status=503)
         first, _ = await _failed_on_primary(pool)
         await _revoke(gw, first["key_id"])
         cited = first["mint_decision_id"]
@@ -280,7 +248,7 @@ async def _one_winner(gw: Gateway, cited: str, answers: list[httpx.Response]) ->
 
 async def test_default_is_inert_a_hop_past_the_end_of_the_list(make_pool: PoolFactory) -> None:
     async with make_pool() as pool:
-        pool.script.reply = Reply(status=429)
+        pool.primary_script.reply = Reply(status=429)
         first, _ = await _failed_on_primary(pool, model="solo")
         await _revoke(pool.gateway, first["key_id"])
         nowhere = await pool.gateway.mint(
@@ -367,7 +335,7 @@ async def test_renewal_uses_no_hop_and_continues_the_chain(make_pool: PoolFactor
         )
         assert view["retry_of_mint_decision_id"] is None
 
-        pool.script.reply = Reply(status=429)
+        pool.primary_script.reply = Reply(status=429)
         await gw.chat(renewal["key"])
         await gw.evidence_for(renewal["mint_decision_id"])
         await _revoke(gw, renewal["key_id"])

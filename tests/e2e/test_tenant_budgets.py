@@ -40,7 +40,7 @@ from tests.fixtures.gateway import (
     gateway_env,
     running_gateway,
 )
-from tests.fixtures.servers import leasegate_process, serve
+from tests.fixtures.servers import leasegate_process, local_client, serve
 
 PER_REQUEST = 16
 PRICES = {"input": "2.50", "output": "10.00", "cache_read": "1.25"}
@@ -158,7 +158,7 @@ async def two_proxies(tmp_path: Path) -> AsyncIterator[Site]:
                 for _ in range(2)
             )
         )
-        client = await stack.enter_async_context(httpx.AsyncClient(timeout=30))
+        client = await stack.enter_async_context(local_client(timeout=30))
         yield Site(control, list(proxies), client, failing)
 
 
@@ -279,7 +279,7 @@ async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_en
         config = load_config(env)
         await asyncio.to_thread(upgrade, config.settings.database_url)
         app = create_dev_app(config, clock, migrate=False)
-        async with serve(app) as url, httpx.AsyncClient(timeout=30) as client:
+        async with serve(app) as url, local_client(timeout=30) as client:
             site = Site(url, [url], client)
             tenant = "acme/monthly"
             # one request costs 8 x 2.50 + 4 x 1.25 + 4 x 10.00 = 65 millionths
@@ -316,7 +316,7 @@ async def test_a_budget_set_mid_period_counts_the_tenants_spend_so_far(
         config = load_config(env)
         await asyncio.to_thread(upgrade, config.settings.database_url)
         async with serve(create_dev_app(config, migrate=False)) as url:
-            async with httpx.AsyncClient(timeout=30) as client:
+            async with local_client(timeout=30) as client:
                 site = Site(url, [url], client)
                 key = await site.minted("acme/web", "d-1")
                 other = await site.minted("acme/api", "d-1")

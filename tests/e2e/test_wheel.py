@@ -22,15 +22,10 @@ import pytest
 
 from leasegate.cli.demo import DEMO_ADMIN_TOKEN, DEMO_CONTROL_TOKEN
 from leasegate.demo.upstream import MockUpstream
+from tests.fixtures.databases import create_database, drop_database, pg_url
 from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import free_port, leasegate_server
-from tests.fixtures.services import (
-    create_database,
-    drop_database,
-    pg_url,
-    production_stores,
-    require_service,
-)
+from tests.fixtures.servers import free_port, leasegate_server, local_client
+from tests.fixtures.services import production_stores, require_service
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +144,7 @@ async def test_dev_demo_runs_the_readme_walkthrough(installed: Installed) -> Non
         cwd=str(installed.workdir),
     ) as (url, process):
         control = {"Authorization": f"Bearer {DEMO_CONTROL_TOKEN}"}
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        async with local_client(base_url=url, timeout=10) as client:
             mint = await client.post(
                 "/control/v2/keys",
                 json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "demo-model"},
@@ -188,16 +183,17 @@ async def test_production_processes_from_the_wheel(installed: Installed, tmp_pat
         assert migrated.returncode == 0, migrated.stderr
         program, cwd = [str(installed.leasegate)], str(installed.workdir)
         with (
-            leasegate_server(
-                "control-plane", installed.env(env), program=program, cwd=cwd
-            ) as (control_url, _),
+            leasegate_server("control-plane", installed.env(env), program=program, cwd=cwd) as (
+                control_url,
+                _,
+            ),
             leasegate_server("proxy", installed.env(env), program=program, cwd=cwd) as (
                 proxy_url,
                 _,
             ),
         ):
             control = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
-            async with httpx.AsyncClient(timeout=10) as client:
+            async with local_client(timeout=10) as client:
                 mint = await client.post(
                     f"{control_url}/control/v2/keys",
                     json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "gpt-4o"},

@@ -13,7 +13,7 @@ import pytest
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process, run_migrate
+from tests.fixtures.servers import leasegate_process, local_client, run_migrate
 from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
@@ -84,7 +84,7 @@ async def test_racing_control_planes_admit_one_and_a_disable_reaches_every_proxy
         # the fixture's readiness deadline
         control_a, control_b = await _start(stack, production_env, "control-plane", "control-plane")
         proxy_a, proxy_b = await _start(stack, production_env, "proxy", "proxy")
-        async with httpx.AsyncClient(timeout=30) as client:
+        async with local_client(timeout=30) as client:
             # Two control planes race every revision: exactly one wins each, the other is
             # told the revision the winner made.
             for revision in range(ROUNDS):

@@ -18,7 +18,7 @@ from leasegate.audit import BudgetFields, rehashed
 from leasegate.control_plane.overlay import AdminOverlay, BudgetChange, StateChange
 from leasegate.core.clock import SystemClock
 from leasegate.core.errors import GatewayError
-from leasegate.db import Database, upgrade
+from leasegate.db import Database
 from leasegate.db.audit import AuditRepository
 from leasegate.kv.witness_redis import RedisAuditWitness
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
@@ -57,9 +57,10 @@ class Chain:
 
 
 @pytest.fixture
-async def chain(fresh_pg_database: str, redis_url: str, redis_prefix: str) -> AsyncIterator[Chain]:
-    await asyncio.to_thread(upgrade, fresh_pg_database)
-    db = Database.connect(fresh_pg_database)
+async def chain(
+    migrated_pg_database: str, redis_url: str, redis_prefix: str
+) -> AsyncIterator[Chain]:
+    db = Database.connect(migrated_pg_database)
     client = aioredis.from_url(redis_url)
     built = Chain(db, RedisAuditWitness(client, redis_prefix))
     for revision, (account, state) in enumerate(

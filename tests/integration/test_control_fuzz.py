@@ -9,7 +9,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +17,7 @@ from schemathesis.checks import status_code_conformance
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.deployments import shared_stores
 from tests.fixtures.gateway import ADMIN_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process
+from tests.fixtures.servers import leasegate_process, local_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -79,7 +78,7 @@ async def test_control_plane_openapi_fuzz(tmp_path: Path) -> None:
             redis_prefix=stores["redis_prefix"],
         )
         with leasegate_process("control-plane", env) as url:
-            async with httpx.AsyncClient() as client:
+            async with local_client() as client:
                 raw_schema = (await client.get(f"{url}/openapi.json")).json()
             _assert_documents_real_refusals(raw_schema)
             sent, problems = await asyncio.to_thread(_fuzz, url, raw_schema)

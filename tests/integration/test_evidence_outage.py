@@ -20,20 +20,16 @@ import asyncpg
 import httpx
 import pytest
 
-from leasegate.db import upgrade
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.cluster import start_processes
+from tests.fixtures.databases import PG_HOST, PG_PORT, create_database, drop_database, pg_url
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import free_port
+from tests.fixtures.servers import free_port, local_client
 from tests.fixtures.services import (
-    PG_HOST,
-    PG_PORT,
     REDIS_URL,
-    create_database,
     delete_prefix,
-    drop_database,
-    pg_url,
-    require_service,
+    require_postgres,
+    require_redis,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -90,7 +86,7 @@ def proxy_process(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[b
 
 
 async def _healthy(url: str) -> None:
-    async with httpx.AsyncClient(timeout=1) as client:
+    async with local_client(timeout=1) as client:
         for _ in range(300):
             try:
                 if (await client.get(f"{url}/healthz")).status_code == 200:
@@ -125,9 +121,9 @@ async def _rows(name: str) -> list[str]:
 
 @asynccontextmanager
 async def _stack(tmp_path: Path) -> AsyncIterator[tuple[str, dict[str, str]]]:
-    require_service("PostgreSQL", PG_HOST, PG_PORT)
-    require_service("Redis", "127.0.0.1", 6379)
-    name = await create_database()
+    require_postgres()
+    require_redis()
+    name = await create_database(migrated=True)
     prefix = f"lgtest:{secrets.token_hex(4)}"
     try:
         async with MockUpstream() as upstream:
@@ -144,7 +140,6 @@ async def _stack(tmp_path: Path) -> AsyncIterator[tuple[str, dict[str, str]]]:
                     "LEASEGATE_SHUTDOWN_DRAIN_S": "1",
                 },
             )
-            await asyncio.to_thread(upgrade, env["LEASEGATE_DATABASE_URL"])
             yield name, env
     finally:
         await database_up(name)
@@ -156,7 +151,7 @@ async def test_every_row_of_an_outage_lands_once_across_a_restart(tmp_path: Path
     async with _stack(tmp_path) as (name, env):
         with ExitStack() as stack:
             (control,) = await start_processes(stack, env, ["control-plane"])
-            async with httpx.AsyncClient(timeout=30) as client:
+            async with local_client(timeout=30) as client:
                 keys = []
                 for i in range(3):
                     minted = await client.post(

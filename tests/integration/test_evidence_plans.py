@@ -16,14 +16,8 @@ from sqlalchemy import event, text
 
 from leasegate.db import Store, upgrade
 from leasegate.db.partitions import EvidencePartitions, day_start, partition_day
-from tests.fixtures.services import (
-    PG_HOST,
-    PG_PORT,
-    create_database,
-    drop_database,
-    pg_url,
-    require_service,
-)
+from tests.fixtures.databases import create_database, drop_database, pg_url
+from tests.fixtures.services import require_postgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -58,7 +52,7 @@ def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
 
 @pytest.fixture(scope="module")
 def loaded_url() -> Iterator[str]:
-    require_service("PostgreSQL", PG_HOST, PG_PORT)
+    require_postgres()
     name = asyncio.run(create_database())
     url = pg_url(name)
     try:

@@ -22,14 +22,14 @@ from redis.asyncio import Redis
 from leasegate.db import Store
 from leasegate.demo.upstream import MockUpstream, Reply
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import free_port
+from tests.fixtures.servers import free_port, local_client
 from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
 
 
 async def _wait_ready(url: str, process: asyncio.subprocess.Process) -> None:
-    async with httpx.AsyncClient(timeout=1) as client:
+    async with local_client(timeout=1) as client:
         for _ in range(300):
             assert process.returncode is None, "leasegate dev exited early"
             try:
@@ -80,7 +80,7 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
         received = b""
         try:
             await _wait_ready(url, process)
-            async with httpx.AsyncClient(timeout=30) as client:
+            async with local_client(timeout=30) as client:
                 minted = (
                     await client.post(
                         f"{url}/control/v2/keys",

@@ -15,6 +15,7 @@ import pytest
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from leasegate.upstream.sse import Dialect, StreamScanner, usage_from_body
+from tests.fixtures.servers import local_client
 
 ENDPOINTS: list[tuple[str, Dialect]] = [
     ("/v1/chat/completions", "openai"),
@@ -26,7 +27,7 @@ ENDPOINTS: list[tuple[str, Dialect]] = [
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=5) as http:
+    async with local_client(timeout=5) as http:
         yield http
 
 

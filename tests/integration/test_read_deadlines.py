@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.deployments import shared_stores
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process
+from tests.fixtures.servers import leasegate_process, local_client
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -100,7 +99,7 @@ async def test_a_silent_connection_is_closed(services: dict[str, str], service: 
 
 
 async def _mint(control: str) -> dict[str, Any]:
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with local_client(timeout=10) as client:
         response = await client.post(
             f"{control}/control/v2/keys",
             json={"tenant": "t", "dispatch_id": "short-body", "model": "gpt-4o"},
@@ -146,7 +145,7 @@ async def test_a_body_shorter_than_its_content_length_gets_408(
 
 async def test_a_normal_request_is_unaffected(services: dict[str, str]) -> None:
     minted = await _mint(services["control-plane"])
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with local_client(timeout=10) as client:
         response = await client.post(
             f"{services['proxy']}/v1/chat/completions",
             json={"model": "gpt-4o", "messages": []},
@@ -165,7 +164,7 @@ def _header(answer: bytes, name: bytes) -> str:
 
 
 async def _evidence(control: str, decision_id: str) -> dict[str, Any]:
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with local_client(timeout=10) as client:
         for _ in range(200):
             response = await client.get(
                 f"{control}/control/v2/evidence",
@@ -199,7 +198,7 @@ async def test_an_endless_header_block_is_431(services: dict[str, str], service:
 
 async def test_keep_alive_requests_with_bodies_still_work(services: dict[str, str]) -> None:
     """Many requests on one connection, bodies larger than the header cap included."""
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with local_client(timeout=10) as client:
         for _ in range(5):
             response = await client.post(
                 f"{services['control-plane']}/control/v2/keys",

@@ -14,7 +14,7 @@ import pytest
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process, run_migrate
+from tests.fixtures.servers import leasegate_process, local_client, run_migrate
 from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ async def test_revocation_reaches_both_proxy_processes(
             )
         )
         auth = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with local_client(timeout=10) as client:
             minted = await client.post(
                 f"{control}/control/v2/keys",
                 json={"tenant": "t", "dispatch_id": "d-1", "model": "gpt-4o"},

@@ -18,12 +18,12 @@ import pytest
 from leasegate.cli.dev import create_dev_app
 from leasegate.config import load_config
 from leasegate.core.records import EvidenceRow
-from leasegate.db.migrate import upgrade
 from leasegate.demo.upstream import MockUpstream, Reply
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.upstream.clients import UpstreamRequest, UpstreamResponse
+from tests.fixtures.databases import migrate
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import serve
+from tests.fixtures.servers import local_client, serve
 from tests.fixtures.services import production_stores
 
 AUTH = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
@@ -92,9 +92,9 @@ async def harness(tmp_path: Path, stores: dict[str, str]) -> AsyncIterator[Harne
             redis_prefix=stores.get("redis_prefix"),
         )
         config = load_config(env)
-        await asyncio.to_thread(upgrade, config.settings.database_url)
+        await asyncio.to_thread(migrate, config.settings.database_url)
         app = create_dev_app(config, migrate=False)
-        async with serve(app) as url, httpx.AsyncClient(timeout=30) as client:
+        async with serve(app) as url, local_client(timeout=30) as client:
             harness = Harness(url, client, upstream, app.state.proxy)
             minted = await client.post(
                 f"{url}/control/v2/keys",
@@ -153,7 +153,7 @@ async def test_an_upstream_client_that_raises_gives_the_slot_back(
         raise RuntimeError("a bug in the upstream client")
 
     # A connection of its own, as the server may drop it after the crash.
-    async with httpx.AsyncClient(timeout=30) as own:
+    async with local_client(timeout=30) as own:
         monkeypatch.setattr(harness.proxy.clients, "send", broken_send)
         async with harness.chat(client=own) as response:
             assert response.status_code == 500
@@ -172,7 +172,7 @@ async def test_a_crash_inside_evidence_writing_gives_the_slot_back(
 
     # A connection of its own: the server drops it after the crash, and it must not go back
     # to the pool that the checks below use.
-    async with httpx.AsyncClient(timeout=30) as own:
+    async with local_client(timeout=30) as own:
         monkeypatch.setattr(harness.proxy.evidence, "add", crashing_add)
         async with harness.chat(stream=stream, client=own) as response:
             assert response.status_code == 200

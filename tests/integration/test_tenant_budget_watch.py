@@ -14,17 +14,18 @@ import pytest
 from leasegate.audit import BudgetFields
 from leasegate.control_plane.overlay import AdminOverlay, BudgetChange
 from leasegate.core.clock import SystemClock
-from leasegate.db import Database, upgrade
+from leasegate.db import Database
 from leasegate.db.audit import AuditRepository
 from leasegate.kv.witness_memory import InProcessAuditWitness
 from leasegate.proxy.tenant_budgets import FRESH_S, REFRESH_S, TenantBudgetWatch
 from leasegate.spend import TenantBudget
+from tests.fixtures.databases import migrate
 
 
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[Database]:
     url = f"sqlite+aiosqlite:///{tmp_path}/lg.db"
-    await asyncio.to_thread(upgrade, url)
+    await asyncio.to_thread(migrate, url)
     database = Database.connect(url)
     try:
         yield database

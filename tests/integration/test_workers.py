@@ -8,12 +8,11 @@ import json
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateway import account_entry, gateway_env
-from tests.fixtures.servers import leasegate_server
+from tests.fixtures.servers import leasegate_server, local_client
 from tests.fixtures.services import production_stores
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
@@ -52,7 +51,7 @@ async def test_two_workers_share_one_port(tmp_path: Path) -> None:
                 # a fresh connection per request: the kernel hands each to whichever
                 # worker is waiting in accept()
                 async def one() -> None:
-                    async with httpx.AsyncClient(timeout=5) as client:
+                    async with local_client(timeout=5) as client:
                         assert (await client.get(f"{url}/healthz")).status_code == 200
 
                 await asyncio.gather(*(one() for _ in range(16)))
