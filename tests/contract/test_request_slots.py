@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import pytest
 
 from leasegate.core.clock import SystemClock, from_epoch
-from leasegate.core.ports.capacity import RequestSlots, SlotStoreError
+from leasegate.core.ports.capacity import RequestSlots
+from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.kv.redis_client import RedisClient
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.kv.slots_memory import InProcessRequestSlots
@@ -283,7 +284,7 @@ async def test_keeper_acquire_fails_loudly_and_holds_nothing_on_a_store_error(
     slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=LEASE_S)
     keeper = SlotKeeper(slots, clock)
     await redis_client.set(slots.key("acct"), "clobbered")
-    with pytest.raises(SlotStoreError):
+    with pytest.raises(StoreUnavailable):
         await keeper.acquire("acct", "r1", 1)
     assert keeper.holding("acct") == 0
     assert await keeper.acquire("acct", "r1", None)

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import CollectorRegistry
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from leasegate.accounts import Account, Registry
 from leasegate.core.observation import Classification
+from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthPolicy, HealthSnapshot
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.web.health_events import log_transitions
@@ -75,7 +75,7 @@ async def test_gauges_follow_the_store_including_expiry() -> None:
 
 class UnreachableStore(InProcessHealthStore):
     async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> HealthSnapshot:
-        raise RedisConnectionError("down")
+        raise StoreUnavailable("ConnectionError")
 
 
 async def test_an_unreadable_store_drops_the_series_instead_of_reporting_stale_ones() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Row, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from leasegate.audit import Anchor, AuditRecord
@@ -92,22 +92,17 @@ class AuditRepository:
         Revocation comes after the revision check and before the append: a stale request
         revokes nothing, and no record claims a revocation that did not happen.
         """
-        try:
-            async with self._db.session() as session:
-                await lock_for_mutation(session, self._db.dialect)
-                snapshot = await _locked_chain(session)
-                plan = prepare(snapshot)
-                ended: list[KeyRecord] = []
-                if plan.revoke_account is not None:
-                    ended = await end_account_keys(session, plan.revoke_account, REVOKE_REASON, now)
-                record, anchor = plan.seal(len(ended))
-                await session.execute(insert(AuditRecordRow).values(_values(record)))
-                await self._put_anchor(session, anchor)
-                return record, ended
-        except IntegrityError as exc:
-            if "audit" in str(exc.orig):
-                raise ChainRaced(str(exc.orig)) from None
-            raise
+        async with self._db.session(_raced) as session:
+            await lock_for_mutation(session, self._db.dialect)
+            snapshot = await _locked_chain(session)
+            plan = prepare(snapshot)
+            ended: list[KeyRecord] = []
+            if plan.revoke_account is not None:
+                ended = await end_account_keys(session, plan.revoke_account, REVOKE_REASON, now)
+            record, anchor = plan.seal(len(ended))
+            await session.execute(insert(AuditRecordRow).values(_values(record)))
+            await self._put_anchor(session, anchor)
+            return record, ended
 
     async def _put_anchor(self, session: AsyncSession, anchor: Anchor) -> None:
         dialect = postgresql if self._db.dialect == "postgresql" else sqlite
@@ -124,11 +119,18 @@ class AuditRepository:
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
-        async with self._db.engine.connect() as connection:
+        async with self._db.connection() as connection:
             if self._db.dialect == "postgresql":
                 await connection.execution_options(isolation_level="REPEATABLE READ")
             async with connection.begin():
                 yield connection
+
+
+def _raced(exc: DBAPIError) -> Exception | None:
+    """Two first writers collided on the records' primary key: the loser raced."""
+    if isinstance(exc, IntegrityError) and "audit" in str(exc.orig):
+        return ChainRaced(str(exc.orig))
+    return None
 
 
 async def _locked_chain(session: AsyncSession) -> ChainSnapshot:

@@ -3,7 +3,7 @@
 Postgres (production): every call has a deadline (`Deadlines`): opening a connection is
 bounded by `connect_s`, each statement by `command_s` (asyncpg's `timeout` and
 `command_timeout`). A partitioned database therefore fails a call within a few
-seconds (`TimeoutError`, answered 503 `unavailable`) instead of holding it for the partition's
+seconds (`StoreUnavailable`, answered 503 `unavailable`) instead of holding it for the partition's
 length; the pool pings a connection before lending it, so one that died with the database is
 replaced, not reused.
 
@@ -24,14 +24,16 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
     create_async_engine,
 )
 from sqlalchemy.pool import Pool, StaticPool
+
+from leasegate.db.errors import DRIVER_ERRORS, Refusal, translated
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PING_TIMEOUT_S = 2.0
@@ -82,9 +84,7 @@ def make_engine(
         # invalidates the whole pool, so one call answers 503 `unavailable` and the next
         # reconnects. The pool is sized for a busy process so that connections are kept, not
         # opened and closed per request as overflow.
-        options.update(
-            pool_size=20, max_overflow=10, pool_timeout=POOL_WAIT_S, pool_recycle=1800
-        )
+        options.update(pool_size=20, max_overflow=10, pool_timeout=POOL_WAIT_S, pool_recycle=1800)
     return create_async_engine(url, **options)
 
 
@@ -125,17 +125,30 @@ class Database:
         return self.engine.dialect.name
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[AsyncSession]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
-        async with self._sessions.begin() as session:
-            yield session
+    async def session(self, refusal: Refusal | None = None) -> AsyncIterator[AsyncSession]:
+        """One transaction: committed when the block ends, rolled back if it raises. A driver
+        error leaves the block as `refusal`'s answer or a `StoreError` (`leasegate.db.errors`)."""
+        try:
+            async with self._sessions.begin() as session:
+                yield session
+        except DRIVER_ERRORS as exc:
+            raise translated(exc, refusal) from exc
+
+    @asynccontextmanager
+    async def connection(self, refusal: Refusal | None = None) -> AsyncIterator[AsyncConnection]:
+        """A pooled connection, no transaction begun; driver errors translated as `session`'s."""
+        try:
+            async with self.engine.connect() as connection:
+                yield connection
+        except DRIVER_ERRORS as exc:
+            raise translated(exc, refusal) from exc
 
     async def ping(self) -> bool:
         """Whether the database answers a trivial query within a couple of seconds."""
         try:
             async with asyncio.timeout(PING_TIMEOUT_S), self.engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
-        except (SQLAlchemyError, OSError, TimeoutError):
+        except DRIVER_ERRORS:  # TimeoutError included: it is an OSError
             return False
         return True
 

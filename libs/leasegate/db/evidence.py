@@ -24,7 +24,7 @@ class EvidenceRepository:
 
     async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
         """Insert rows; one whose request_id exists is ignored, so a flush may be replayed.
-        Content the database refuses raises EvidenceRejected (evidence_write.py)."""
+        Content the database refuses raises StoreRejected (evidence_write.py)."""
         await write_rows(self._db, rows)
 
     async def query_evidence(

@@ -15,9 +15,8 @@ import contextlib
 import logging
 from datetime import timedelta
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from leasegate.core.clock import Clock
+from leasegate.core.ports.errors import StoreError
 from leasegate.db.partitions import DAYS_AHEAD, EvidencePartitions
 
 log = logging.getLogger("leasegate.evidence")
@@ -78,7 +77,7 @@ class EvidenceUpkeep:
             try:
                 await self.run_once()
                 delay = self._every_s
-            except (SQLAlchemyError, OSError) as exc:
-                log.warning("evidence upkeep failed", extra={"error": type(exc).__name__})
+            except StoreError as exc:
+                log.warning("evidence upkeep failed", extra={"error": exc.reason})
                 delay = self._retry_s
             await asyncio.sleep(delay)

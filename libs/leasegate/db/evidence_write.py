@@ -5,10 +5,10 @@ arrays (`INSERT … SELECT * FROM unnest($1::text[], …) ON CONFLICT … DO NOT
 trip and no ORM work per row; the row is read straight off the `EvidenceRow` dataclass. SQLite
 (the embedded mode) keeps SQLAlchemy's insert.
 
-Either way a failure is sorted here, where the driver is known: content the database refuses
-(SQLSTATE classes 22 and 23, or a value the driver cannot encode) raises `EvidenceRejected`;
-anything else (connection refused, reset, timeout, shutdown) propagates as it is and means
-"try the same rows again later".
+Either way a failure leaves as the core's error, sorted by `leasegate.db.errors.store_error`:
+content the database refuses (SQLSTATE classes 22 and 23, or a value the driver cannot encode)
+is `StoreRejected`; anything else (connection refused, reset, timeout, shutdown) is
+`StoreUnavailable`, which means "try the same rows again later".
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 import asyncpg
 from sqlalchemy import Boolean, Float, Integer, Numeric, String
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.exc import DataError, IntegrityError, StatementError
 from sqlalchemy.types import TypeEngine
 
-from leasegate.core.ports.storage import EvidenceRejected
+from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.records import EvidenceRow
 from leasegate.db.engine import Database
+from leasegate.db.errors import RAW_CALL_ERRORS, store_error
 from leasegate.db.models import EvidenceRecordRow
 from leasegate.db.models.base import UTCDateTime
 
@@ -37,10 +37,6 @@ from leasegate.db.models.base import UTCDateTime
 
 FIELDS = tuple(f.name for f in fields(EvidenceRow))
 _row_values = attrgetter(*FIELDS)
-
-# Postgres SQLSTATE classes that mean "this content cannot be stored": data exception and
-# integrity constraint violation. Every other error is the connection's or the server's state.
-_REJECTING_SQLSTATE_CLASSES = ("22", "23")
 
 
 def _array_type(column_type: TypeEngine[Any]) -> str:
@@ -75,64 +71,40 @@ def _postgres_insert() -> str:
 POSTGRES_INSERT = _postgres_insert()
 
 
-class EvidenceStoreUnreachable(ConnectionError):
-    """A driver error that is the connection's or the server's state, not the rows'."""
-
-
-def rejection(exc: BaseException) -> EvidenceRejected | None:
-    """The `EvidenceRejected` for a content error, None for anything else."""
-    if isinstance(exc, asyncpg.PostgresError):
-        if str(exc.sqlstate or "")[:2] in _REJECTING_SQLSTATE_CLASSES:
-            return EvidenceRejected(type(exc).__name__)
-        return None
-    if isinstance(exc, asyncpg.exceptions.DataError | UnicodeError | ValueError | TypeError):
-        return EvidenceRejected(type(exc).__name__)  # the driver could not encode a value
-    if isinstance(exc, IntegrityError | DataError):
-        return EvidenceRejected(type(exc.orig).__name__)
-    if isinstance(exc, StatementError) and isinstance(exc.orig, UnicodeError | ValueError):
-        return EvidenceRejected(type(exc.orig).__name__)
-    return None
-
-
 async def write_rows(db: Database, rows: Sequence[EvidenceRow]) -> None:
     """One transaction; see the module docstring for what it raises."""
     if not rows:
         return
-    try:
-        if db.dialect == "postgresql":
-            await _write_postgres(db, rows)
-        else:
-            await _write_sqlite(db, rows)
-    except Exception as exc:
-        rejected = rejection(exc)
-        if rejected is not None:
-            raise rejected from exc
-        if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError):
-            # a terminated backend, a server shutting down, a refused connection
-            raise EvidenceStoreUnreachable(type(exc).__name__) from exc
-        raise
+    if db.dialect == "postgresql":
+        await _write_postgres(db, rows)
+    else:
+        await _write_sqlite(db, rows)
 
 
 async def _write_postgres(db: Database, rows: Sequence[EvidenceRow]) -> None:
     columns = list(zip(*map(_row_values, rows), strict=True))
-    async with db.engine.connect() as connection:
+    async with db.connection() as connection:
         raw = await connection.get_raw_connection()
         driver: asyncpg.Connection = raw.driver_connection
         try:
             await driver.execute(POSTGRES_INSERT, *columns)
-        except Exception as exc:
-            if rejection(exc) is None:
+        except RAW_CALL_ERRORS as exc:
+            failure = store_error(exc)
+            if isinstance(failure, StoreUnavailable):
                 # SQLAlchemy never saw this error, so it would lend the dead connection (and
                 # its dead siblings) again: drop this one and start a fresh pool, as it does
                 # itself on a disconnect
                 await connection.invalidate()
                 await db.engine.dispose(close=False)
-            raise
+            raise failure from exc
 
 
 async def _write_sqlite(db: Database, rows: Sequence[EvidenceRow]) -> None:
     statement = sqlite.insert(EvidenceRecordRow).on_conflict_do_nothing()
+    values = [dict(zip(FIELDS, _row_values(r), strict=True)) for r in rows]
     async with db.session() as session:
-        await session.execute(
-            statement, [dict(zip(FIELDS, _row_values(r), strict=True)) for r in rows]
-        )
+        try:
+            await session.execute(statement, values)
+        except RAW_CALL_ERRORS as exc:
+            # aiosqlite's encoding errors (a lone surrogate) reach here unwrapped
+            raise store_error(exc) from exc

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from leasegate.core.ports.storage import (
@@ -41,11 +41,8 @@ class MintRepository:
 
     async def record_decision(self, decision: MintDecision) -> None:
         """A refused mint: the decision alone."""
-        try:
-            async with self._db.session() as session:
-                await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
-        except IntegrityError as exc:
-            raise _refusal(exc) from None
+        async with self._db.session(_refusal) as session:
+            await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
 
     async def commit_mint(
         self,
@@ -66,20 +63,17 @@ class MintRepository:
                 admin_revision=admin_revision,
             )
             return
-        try:
-            async with self._db.session() as session:
-                if admin_revision is not None:
-                    await _hold_admin_revision(session, self._db.dialect, admin_revision)
-                await _claim_dispatch(session, key, now)
-                if lease_capacity is not None:
-                    await _lock_account(session, self._db.dialect, key.account_id)
-                    await _check_capacity(session, key.account_id, lease_capacity, now)
-                if decision.cites_decision_id is not None:
-                    await _link_successor(session, decision.cites_decision_id, decision.id)
-                await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
-                await session.execute(insert(KeyRow).values(key_values(key)))
-        except IntegrityError as exc:
-            raise _refusal(exc) from None
+        async with self._db.session(_refusal) as session:
+            if admin_revision is not None:
+                await _hold_admin_revision(session, self._db.dialect, admin_revision)
+            await _claim_dispatch(session, key, now)
+            if lease_capacity is not None:
+                await _lock_account(session, self._db.dialect, key.account_id)
+                await _check_capacity(session, key.account_id, lease_capacity, now)
+            if decision.cites_decision_id is not None:
+                await _link_successor(session, decision.cites_decision_id, decision.id)
+            await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
+            await session.execute(insert(KeyRow).values(key_values(key)))
 
     async def renew_key(
         self,
@@ -91,43 +85,40 @@ class MintRepository:
         now: datetime,
         admin_revision: int | None = None,
     ) -> KeyRecord:
-        try:
-            async with self._db.session() as session:
-                if admin_revision is not None:
-                    await _hold_admin_revision(session, self._db.dialect, admin_revision)
-                account_id = await session.scalar(
-                    select(KeyRow.account_id).where(KeyRow.key_id == old_key_id)
+        async with self._db.session(_refusal) as session:
+            if admin_revision is not None:
+                await _hold_admin_revision(session, self._db.dialect, admin_revision)
+            account_id = await session.scalar(
+                select(KeyRow.account_id).where(KeyRow.key_id == old_key_id)
+            )
+            if account_id is None:
+                raise KeyNotLive(old_key_id)
+            if account_id != new_key.account_id:
+                raise ValueError("a renewal stays on the old key's account")
+            if lease_capacity is not None:
+                await _lock_account(session, self._db.dialect, account_id)
+            # Ending the old key first frees its dispatch slot and its lease slot for the
+            # new one; the transaction makes the swap invisible until both exist.
+            ended = (
+                await session.scalars(
+                    update(KeyRow)
+                    .where(KeyRow.key_id == old_key_id, is_live(now))
+                    .values(revoked_at=now, revoke_reason=RENEWED, live_dispatch=None)
+                    .returning(KeyRow)
+                    .execution_options(synchronize_session=False)
                 )
-                if account_id is None:
-                    raise KeyNotLive(old_key_id)
-                if account_id != new_key.account_id:
-                    raise ValueError("a renewal stays on the old key's account")
-                if lease_capacity is not None:
-                    await _lock_account(session, self._db.dialect, account_id)
-                # Ending the old key first frees its dispatch slot and its lease slot for the
-                # new one; the transaction makes the swap invisible until both exist.
-                ended = (
-                    await session.scalars(
-                        update(KeyRow)
-                        .where(KeyRow.key_id == old_key_id, is_live(now))
-                        .values(revoked_at=now, revoke_reason=RENEWED, live_dispatch=None)
-                        .returning(KeyRow)
-                        .execution_options(synchronize_session=False)
-                    )
-                ).one_or_none()
-                if ended is None:
-                    raise KeyNotLive(old_key_id)
-                if lease_capacity is not None:
-                    await _check_capacity(session, account_id, lease_capacity, now)
-                if decision.cites_decision_id is not None:
-                    # the renewal continues the renewed decision's chain: citing the renewed
-                    # one afterwards is `superseded`, so a chain never branches through a renewal
-                    await _link_successor(session, decision.cites_decision_id, decision.id)
-                await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
-                await session.execute(insert(KeyRow).values(key_values(new_key)))
-                return key_record(ended)
-        except IntegrityError as exc:
-            raise _refusal(exc) from None
+            ).one_or_none()
+            if ended is None:
+                raise KeyNotLive(old_key_id)
+            if lease_capacity is not None:
+                await _check_capacity(session, account_id, lease_capacity, now)
+            if decision.cites_decision_id is not None:
+                # the renewal continues the renewed decision's chain: citing the renewed
+                # one afterwards is `superseded`, so a chain never branches through a renewal
+                await _link_successor(session, decision.cites_decision_id, decision.id)
+            await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
+            await session.execute(insert(KeyRow).values(key_values(new_key)))
+            return key_record(ended)
 
 
 async def _claim_dispatch(session: AsyncSession, key: KeyRecord, now: datetime) -> None:
@@ -212,8 +203,10 @@ async def _link_successor(session: AsyncSession, cited_id: str, successor_id: st
         raise CitedDecisionSuperseded(cited_id)
 
 
-def _refusal(exc: IntegrityError) -> Exception:
-    """Name the constraint a concurrent writer won on; anything else is a bug, re-raised."""
+def _refusal(exc: DBAPIError) -> Exception | None:
+    """The constraint a concurrent writer won on; None for any other error (a failure)."""
+    if not isinstance(exc, IntegrityError):
+        return None
     message = str(exc.orig)
     if "live_dispatch" in message:
         return DispatchLeaseHeld(message)
@@ -221,4 +214,4 @@ def _refusal(exc: IntegrityError) -> Exception:
         return IdempotencyKeyTaken(message)
     if "successor_id" in message:
         return CitedDecisionSuperseded(message)
-    return exc
+    return None

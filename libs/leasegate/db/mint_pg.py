@@ -63,12 +63,9 @@ async def commit_mint_pg(
         "lease_capacity": lease_capacity,
         "admin_revision": admin_revision,
     }
-    async with db.engine.connect() as connection:
+    async with db.connection(_refusal) as connection:
         autocommit = await connection.execution_options(isolation_level="AUTOCOMMIT")
-        try:
-            await autocommit.execute(_COMMIT_MINT, params)
-        except DBAPIError as exc:
-            raise _refusal(exc) from None
+        await autocommit.execute(_COMMIT_MINT, params)
 
 
 def _document(values: dict[str, Any]) -> str:
@@ -83,8 +80,8 @@ def _instant(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not a column value")
 
 
-def _refusal(exc: DBAPIError) -> Exception:
-    """The refusal the function (or a concurrent writer) answered; anything else re-raised."""
+def _refusal(exc: DBAPIError) -> Exception | None:
+    """The refusal the function (or a concurrent writer) answered; None for a failure."""
     state = getattr(exc.orig, "sqlstate", None)
     refusal = _REFUSALS.get(state or "")
     if refusal is not None:
@@ -94,4 +91,4 @@ def _refusal(exc: DBAPIError) -> Exception:
         for constraint, raced in _UNIQUE_RACES:
             if constraint in message:
                 return raced(message)
-    return exc
+    return None

@@ -25,6 +25,7 @@ from leasegate.routing.health import (
     HealthState,
     active_cooldown,
     admit,
+    blocking,
     cooldown_s,
     on_failure,
     on_success,
@@ -70,9 +71,12 @@ class InProcessHealthStore:
     async def admit(self, account_id: str, served_model: str, now: float) -> Admitted | Cooldown:
         keys: tuple[_Key, _Key] = ((account_id, None), (account_id, served_model))
         states = [self.state_of(account_id, model, now) for _, model in keys]
-        for (_, model), state in zip(keys, states, strict=True):
-            if (found := active_cooldown(account_id, model, state, now)) is not None:
-                return found  # the circuit first, then the pair; nothing claimed
+        found = blocking(
+            active_cooldown(account_id, None, states[0], now),
+            active_cooldown(account_id, served_model, states[1], now),
+        )
+        if found is not None:
+            return found  # nothing claimed
         claimed = []
         for key, state in zip(keys, states, strict=True):
             after, verdict = admit(state, now, self._window(None))

@@ -32,6 +32,7 @@ from leasegate.core.ports.health import (
     HealthTransition,
 )
 from leasegate.kv import keys
+from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_client import RedisClient
 from leasegate.routing.health import (
     HEALTHY,
@@ -172,10 +173,13 @@ class RedisHealthStore:
         """HMGET of every hash, pipelined: one round trip on one Redis; on a cluster, one per
         node holding any of them (sent in parallel). Each read is atomic per key; the set is
         not, which a snapshot does not need: any interleaving equals some moment's reads."""
-        async with self._client.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.hmget(name, _FIELDS)
-            rows: list[list[Any]] = await pipe.execute()
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for name in names:
+                    pipe.hmget(name, _FIELDS)
+                rows: list[list[Any]] = await pipe.execute()
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
         return rows
 
     async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> HealthSnapshot:
@@ -196,12 +200,14 @@ class RedisHealthStore:
         return HealthSnapshot(circuits=circuits, cooling=cooling)
 
     async def admit(self, account_id: str, served_model: str, now: float) -> Admitted | Cooldown:
-        row = _texts(
-            await self._admit(
+        try:
+            answer = await self._admit(
                 keys=[self.circuit_key(account_id), self.pair_key(account_id, served_model)],
                 args=[repr(now), repr(self._window(None)), repr(self._policy.retention_s)],
             )
-        )
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
+        row = _texts(answer)
         if row[0] == "blocked":
             _, which, until, reason, trips = row
             model = None if which == "1" else served_model
@@ -230,19 +236,22 @@ class RedisHealthStore:
         if retry_after_s is not None and not retry_after_s > 0:  # also drops NaN
             retry_after_s = None
         trial = trial or Admitted()
-        rows = await self._record(
-            keys=[self.pair_key(account_id, served_model), self.circuit_key(account_id)],
-            args=[
-                repr(now),
-                op,
-                threshold,
-                repr(self._window(retry_after_s)),
-                classification.reason or classification.outcome,
-                repr(policy.retention_s),
-                "1" if trial.trial_pair else "0",
-                "1" if trial.trial_circuit else "0",
-            ],
-        )
+        try:
+            rows = await self._record(
+                keys=[self.pair_key(account_id, served_model), self.circuit_key(account_id)],
+                args=[
+                    repr(now),
+                    op,
+                    threshold,
+                    repr(self._window(retry_after_s)),
+                    classification.reason or classification.outcome,
+                    repr(policy.retention_s),
+                    "1" if trial.trial_pair else "0",
+                    "1" if trial.trial_circuit else "0",
+                ],
+            )
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
         transitions = []
         for which, change, until, trips, reason in (_texts(row) for row in rows):
             model = served_model if which == "1" else None

@@ -4,12 +4,14 @@ runs on both; see the hash tags in `leasegate.kv.keys`."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
 
 from leasegate.kv.connect import HEALTH_CHECK_INTERVAL_S, Deadlines
+from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_timed import TimedRedisCluster
 
 RedisClient = Redis | RedisCluster
@@ -41,3 +43,21 @@ def cluster_client(
         socket_keepalive=True,
         health_check_interval=HEALTH_CHECK_INTERVAL_S,
     )
+
+
+async def ping(client: RedisClient) -> None:
+    """Raises StoreUnavailable unless Redis answers a PING."""
+    try:
+        await client.ping()
+    except REDIS_ERRORS as exc:
+        raise unavailable(exc) from exc
+
+
+async def close(client: RedisClient) -> None:
+    """Close the client and its connections; a Redis that is already gone is no error."""
+    with contextlib.suppress(*REDIS_ERRORS):
+        if isinstance(client, RedisCluster):
+            await client.aclose()  # it owns its node pools
+        else:
+            # the pool was passed in, so the client would leave its sockets open
+            await client.aclose(close_connection_pool=True)

@@ -24,7 +24,8 @@ import contextlib
 import logging
 
 from leasegate.core.clock import Clock, to_epoch
-from leasegate.core.ports.capacity import RequestSlots, SlotStoreError
+from leasegate.core.ports.capacity import RequestSlots
+from leasegate.core.ports.errors import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class SlotKeeper:
     async def acquire(self, account_id: str, holder: str, capacity: int | None) -> bool:
         """True when the request may proceed; False means 429 at once.
 
-        Raises SlotStoreError when the store cannot answer. The script may still have run (a
+        Raises StoreUnavailable when the store cannot answer. The script may still have run (a
         partitioned Redis can deliver it late), so an unanswered acquire is released in the
         background, exactly like a failed release: the slot never waits for its lease.
         """
@@ -107,7 +108,7 @@ class SlotKeeper:
                 continue
             try:
                 await self._slots.renew(account_id, sorted(holders), now)
-            except SlotStoreError as exc:
+            except StoreError as exc:
                 # The next round tries again; a lease outlives two missed rounds.
                 logger.warning("request slot renewal failed on %s: %s", account_id, exc)
 
@@ -145,8 +146,8 @@ class SlotKeeper:
                 try:
                     await self._slots.release(account_id, holder)
                     return
-                except SlotStoreError as exc:
-                    error = type(exc.__cause__ or exc).__name__
+                except StoreError as exc:
+                    error = exc.reason
                 if not first.done():
                     first.set_result(None)
                 if self._stopping or loop.time() + delay >= give_up_at:

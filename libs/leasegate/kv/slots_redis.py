@@ -15,10 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from redis.exceptions import RedisError
-
-from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.kv import keys
+from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_client import RedisClient
 
 # ARGV: holder, capacity, now, expiry, ttl_ms. Expired members go first, so a dead process's
@@ -50,8 +48,6 @@ end
 return 0
 """
 
-_STORE_ERRORS = (RedisError, OSError)
-
 
 class RedisRequestSlots:
     """Request slots in Redis. The client is borrowed: `aclose` closes it only if `owns_client`."""
@@ -80,15 +76,15 @@ class RedisRequestSlots:
         args = (holder, capacity, repr(now), repr(now + self._lease_s), self._ttl_ms)
         try:
             taken = await self._acquire(keys=[self.key(account_id)], args=args)
-        except _STORE_ERRORS as exc:
-            raise SlotStoreError(f"acquiring a request slot on {account_id}: {exc}") from exc
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
         return bool(taken)
 
     async def release(self, account_id: str, holder: str) -> bool:
         try:
             removed = await self._client.zrem(self.key(account_id), holder)
-        except _STORE_ERRORS as exc:
-            raise SlotStoreError(f"releasing a request slot on {account_id}: {exc}") from exc
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
         return bool(removed)
 
     async def renew(self, account_id: str, holders: Sequence[str], now: float) -> None:
@@ -97,8 +93,8 @@ class RedisRequestSlots:
         args: list[str | int] = [repr(now), repr(now + self._lease_s), self._ttl_ms, *holders]
         try:
             await self._renew(keys=[self.key(account_id)], args=args)
-        except _STORE_ERRORS as exc:
-            raise SlotStoreError(f"renewing request slots on {account_id}: {exc}") from exc
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
 
     async def in_flight(self, account_ids: Sequence[str], now: float) -> dict[str, int]:
         if not account_ids:
@@ -109,8 +105,8 @@ class RedisRequestSlots:
                 for account_id in account_ids:
                     pipe.zcount(self.key(account_id), after_now, "+inf")
                 counts = await pipe.execute()
-        except _STORE_ERRORS as exc:
-            raise SlotStoreError(f"counting request slots: {exc}") from exc
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
         return dict(zip(account_ids, map(int, counts), strict=True))
 
     async def aclose(self) -> None:

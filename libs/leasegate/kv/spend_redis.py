@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from leasegate.kv import keys
+from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_client import RedisClient
 
 
@@ -19,14 +20,20 @@ class RedisChainSpend:
         return keys.chain_spend_key(self._prefix, chain_id)
 
     async def spent(self, chain_id: str) -> tuple[int, int]:
-        tokens, cost = await self._client.hmget(self._key(chain_id), ["tokens", "cost"])
+        try:
+            tokens, cost = await self._client.hmget(self._key(chain_id), ["tokens", "cost"])
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
         return int(tokens or 0), int(cost or 0)
 
     async def add(self, chain_id: str, tokens: int, cost_billionths: int, keep_s: float) -> None:
         key = self._key(chain_id)
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.hincrby(key, "tokens", tokens)
-            pipe.hincrby(key, "cost", cost_billionths)
-            pipe.expire(key, max(1, math.ceil(keep_s)), gt=True)
-            pipe.expire(key, max(1, math.ceil(keep_s)), nx=True)
-            await pipe.execute()
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hincrby(key, "tokens", tokens)
+                pipe.hincrby(key, "cost", cost_billionths)
+                pipe.expire(key, max(1, math.ceil(keep_s)), gt=True)
+                pipe.expire(key, max(1, math.ceil(keep_s)), nx=True)
+                await pipe.execute()
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc

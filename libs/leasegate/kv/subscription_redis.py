@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 
 from redis.asyncio import RedisCluster
-from redis.exceptions import RedisError
 
+from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_client import RedisClient
 
 OnMessage = Callable[[bytes | str], None]
@@ -61,7 +61,10 @@ class RedisSubscription:
         return self._live or not self._wanted
 
     async def publish(self, payload: str) -> None:
-        await self._client.publish(self._channel, payload)
+        try:
+            await self._client.publish(self._channel, payload)
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
 
     async def start(self, on_message: OnMessage, on_reset: OnReset) -> None:
         """Start listening in the background; return once live, or after `reply_within_s`
@@ -80,7 +83,7 @@ class RedisSubscription:
         while True:
             try:
                 await self._deliver(on_message, on_reset, restored=down_since is not None)
-            except (RedisError, OSError) as exc:
+            except REDIS_ERRORS as exc:
                 self._live = False
                 now = loop.time()
                 if down_since is None or now - logged_at >= _STILL_DOWN_LOG_EVERY_S:
@@ -125,7 +128,7 @@ class RedisSubscription:
                     raise TimeoutError(f"the {self._name} subscription stopped answering")
         finally:
             self._live = False
-            with contextlib.suppress(RedisError, OSError):
+            with contextlib.suppress(*REDIS_ERRORS):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def aclose(self) -> None:

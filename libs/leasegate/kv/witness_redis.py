@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from leasegate.core.ports.witness import Witness
 from leasegate.kv import keys
+from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_client import RedisClient
 
 # ARGV: revision, head hash. Equal or lower revisions are ignored: the first writer of a
@@ -27,11 +28,17 @@ class RedisAuditWitness:
         self._advance = client.register_script(_ADVANCE)
 
     async def read(self) -> Witness | None:
-        revision, head = await self._client.hmget(self.key, ["revision", "head"])
+        try:
+            revision, head = await self._client.hmget(self.key, ["revision", "head"])
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc
         if revision is None or head is None:
             return None
         text = head.decode() if isinstance(head, bytes) else str(head)
         return Witness(int(revision), text)
 
     async def advance(self, witness: Witness) -> None:
-        await self._advance(keys=[self.key], args=[witness.revision, witness.head_hash])
+        try:
+            await self._advance(keys=[self.key], args=[witness.revision, witness.head_hash])
+        except REDIS_ERRORS as exc:
+            raise unavailable(exc) from exc

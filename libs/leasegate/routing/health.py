@@ -26,8 +26,9 @@ A success while a cooldown is active can only come from a request admitted befor
 it says nothing about the upstream *now*, so it must not cut the cooldown short. The trial's
 own success is the exception: it was admitted after the window ended.
 
-Eligibility is one rule, `HealthState.active`: selection (through `active_cooldown` and
-`health_block`) and the proxy's admission (through `admit`) both ask only that.
+Eligibility is one rule: a state blocks while `HealthState.active`, and of an account's
+circuit and a pair, the circuit blocks first (`blocking`). Selection (through `health_block`,
+on a snapshot) and the proxy's admission (the store's `admit`) both ask only that.
 
 The Redis store runs the same machine in Lua (`leasegate.kv.health_redis`); the contract
 suite in tests/contract proves the two agree.
@@ -146,13 +147,20 @@ def block_code(cooldown: Cooldown) -> BlockCode:
     return "circuit-open" if cooldown.model is None else "model-cooling"
 
 
+def blocking(circuit: Cooldown | None, pair: Cooldown | None) -> Cooldown | None:
+    """The one health eligibility rule, at mint and at the proxy: given the account circuit's
+    and the (account, served model) pair's active cooldowns, the one that refuses a request,
+    the circuit first; None: eligible. (The Redis store's admission script, which cannot call
+    Python, checks in the same order; the contract suite holds it to the in-process store.)"""
+    return circuit or pair
+
+
 def health_block(
     snapshot: HealthSnapshot, account_id: str, served_model: str
 ) -> tuple[BlockCode, Cooldown] | None:
-    """Selection filters 4 and 5: the circuit first, then the pair. The proxy's admission
-    (`admit`, run by the store) applies the same rule in the same order."""
-    blocking = snapshot.circuit(account_id) or snapshot.cooling_for(account_id, served_model)
-    return None if blocking is None else (block_code(blocking), blocking)
+    """Selection filters 4 and 5 on a snapshot: `blocking` and its refusal code."""
+    found = blocking(snapshot.circuit(account_id), snapshot.cooling_for(account_id, served_model))
+    return None if found is None else (block_code(found), found)
 
 
 def account_health(snapshot: HealthSnapshot, account_id: str) -> AccountHealth:

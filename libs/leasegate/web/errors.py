@@ -9,16 +9,12 @@ from collections.abc import Mapping
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from leasegate.core.errors import GatewayError, retry_after_header
+from leasegate.core.ports.errors import StoreError
 
 log = logging.getLogger("leasegate.web")
-
-STORE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, RedisError, OSError)
-"""A database or Redis that cannot answer: a held 503 `unavailable`, never a 500."""
 
 _HTTP_CODES = {404: "not-found", 405: "method-not-allowed", 408: "request-timeout"}
 _HTTP_MESSAGES = {404: "no such route", 405: "method not allowed on this route"}
@@ -71,9 +67,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(GatewayError(code, detail, status=exc.status_code), exc.headers)
 
     async def on_store_error(request: Request, exc: Exception) -> JSONResponse:
-        log.error(
-            "store unavailable", extra={"path": request.url.path, "error": type(exc).__name__}
-        )
+        # A database or Redis that failed the call: a held 503 `unavailable`, never a 500.
+        assert isinstance(exc, StoreError)  # noqa: S101 - registered for this type only
+        log.error("store unavailable", extra={"path": request.url.path, "error": exc.reason})
         return error_response(
             GatewayError("unavailable", "a backing store is unavailable", retry_after_s=1.0)
         )
@@ -89,6 +85,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(GatewayError, on_gateway_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
-    for error_type in STORE_ERRORS:
-        app.add_exception_handler(error_type, on_store_error)
+    app.add_exception_handler(StoreError, on_store_error)
     app.add_exception_handler(Exception, on_unexpected)

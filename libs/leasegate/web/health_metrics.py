@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from leasegate.accounts import Registry
 from leasegate.core.clock import Clock
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthStore
-from leasegate.web.errors import STORE_ERRORS
 
 log = logging.getLogger("leasegate.health")
 
@@ -47,9 +47,9 @@ class HealthGauges:
         """Set every (account, served model) and every account from one store snapshot."""
         try:
             snapshot = await self._health.snapshot(self._pairs, self._clock.now().timestamp())
-        except STORE_ERRORS as exc:
+        except StoreError as exc:
             # Unknown is not healthy: drop the series rather than report stale values.
-            log.warning("health gauges not refreshed", extra={"error": type(exc).__name__})
+            log.warning("health gauges not refreshed", extra={"error": exc.reason})
             self.cooling.clear()
             self.circuit.clear()
             return

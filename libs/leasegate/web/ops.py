@@ -11,18 +11,16 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from leasegate.accounts import Registry
+from leasegate.core.ports.errors import StoreError
 
 Probe = Callable[[], Awaitable[None]]
-"""Raises when its dependency is unreachable."""
+"""Raises StoreError when its dependency is unreachable."""
 
 Report = Callable[[], Awaitable[Mapping[str, Any]]]
 """Extra facts for /readyz's body that do not affect readiness (e.g. the audit chain)."""
 
 Refresh = Callable[[], Awaitable[None]]
 """Brings gauges up to date just before a scrape."""
-
-# Which failures a probe may report: connection and protocol errors of the stores.
-PROBE_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, ConnectionError)
 
 PROBE_DEADLINE_S = 3.0
 """Each probe, and the report, runs at most this long, all at once: /readyz answers within
@@ -35,7 +33,6 @@ def ops_router(
     *,
     report: Report | None = None,
     refresh: Sequence[Refresh] = (),
-    probe_errors: tuple[type[BaseException], ...] = PROBE_ERRORS,
     accounts: Registry | None = None,
 ) -> APIRouter:
     """`accounts`: when given, /readyz lists the accounts whose credential variable is unset
@@ -51,8 +48,10 @@ def ops_router(
         try:
             async with asyncio.timeout(PROBE_DEADLINE_S):
                 await probe()
-        except probe_errors as exc:
-            return f"unreachable: {type(exc).__name__}"
+        except StoreError as exc:
+            return f"unreachable: {exc.reason}"
+        except TimeoutError:
+            return "unreachable: TimeoutError"  # past PROBE_DEADLINE_S
         return "ok"
 
     async def facts() -> Mapping[str, Any]:

@@ -3,15 +3,12 @@ mode, Redis-backed ones in production mode, and the database either way."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-
-from redis.asyncio import RedisCluster
-from redis.exceptions import RedisError
 
 from leasegate.config import Config
 from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
 from leasegate.core.ports.capacity import RequestSlots
+from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.spend import ChainSpend
@@ -26,6 +23,8 @@ from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
 from leasegate.kv.redis_client import RedisClient, cluster_client
+from leasegate.kv.redis_client import close as close_redis
+from leasegate.kv.redis_client import ping as ping_redis
 from leasegate.kv.revocations_memory import InProcessRevocationBus
 from leasegate.kv.revocations_redis import RedisRevocationBus
 from leasegate.kv.slots_memory import InProcessRequestSlots
@@ -52,18 +51,17 @@ class Stores:
     """Each dispatch chain's running tokens and cost, for its budget."""
 
     async def ping_database(self) -> None:
+        """Raises StoreUnavailable unless the database answers (/readyz's probe)."""
         if not await self.database.ping():
-            raise ConnectionError("database unreachable")
+            raise StoreUnavailable("no-answer")
 
     async def ping_redis(self) -> None:
-        """Redis answers, and the revocation subscription (if this process has one) is live."""
+        """Redis answers, and the revocation subscription (if this process has one) is live;
+        raises StoreUnavailable otherwise (/readyz's probe)."""
         if self.redis is not None:
-            try:
-                await self.redis.ping()
-            except RedisError as exc:
-                raise ConnectionError(str(type(exc).__name__)) from None
+            await ping_redis(self.redis)
         if not self.revocations.ready:
-            raise ConnectionError("revocation subscription not live")
+            raise StoreUnavailable("subscription-down")
 
     async def aclose(self) -> None:
         await self.revocations.aclose()
@@ -71,12 +69,7 @@ class Stores:
         await self.health.aclose()
         await self.slots.aclose()
         if self.redis is not None:
-            with contextlib.suppress(RedisError, OSError):
-                if isinstance(self.redis, RedisCluster):
-                    await self.redis.aclose()  # it owns its node pools
-                else:
-                    # the pool was passed in, so the client would leave its sockets open
-                    await self.redis.aclose(close_connection_pool=True)
+            await close_redis(self.redis)
         await self.database.dispose()
 
 

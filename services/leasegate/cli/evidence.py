@@ -13,9 +13,8 @@ import asyncio
 import sys
 from datetime import UTC, date, datetime
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from leasegate.config import Config
+from leasegate.core.ports.errors import StoreError
 from leasegate.db.engine import Database
 from leasegate.db.partitions import EvidencePartitions, Pruned
 
@@ -41,9 +40,9 @@ def run_evidence(args: argparse.Namespace, config: Config) -> int:
         return 2
     try:
         pruned = asyncio.run(_prune(config.settings.database_url, before))
-    except (SQLAlchemyError, OSError) as exc:
+    except StoreError as exc:
         sys.stderr.write(
-            f"leasegate evidence prune: database error: {type(exc).__name__} "
+            f"leasegate evidence prune: database error: {exc.reason} "
             "(unreachable, or not migrated: run `leasegate migrate`)\n"
         )
         return 1

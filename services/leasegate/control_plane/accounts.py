@@ -14,7 +14,7 @@ from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.views import money
 from leasegate.core.clock import from_epoch, iso
 from leasegate.core.errors import GatewayError
-from leasegate.core.ports.capacity import SlotStoreError
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthSnapshot
 from leasegate.db.usage import UsageGroup
 from leasegate.routing.health import account_health
@@ -70,7 +70,7 @@ async def requests_in_flight(
         return {}
     try:
         return await runtime.stores.slots.in_flight(counted, epoch)
-    except SlotStoreError:
+    except StoreError:
         raise GatewayError(
             "unavailable", "the request-slot store is unreachable", retry_after_s=1.0
         ) from None

@@ -15,12 +15,12 @@ from prometheus_client import CollectorRegistry, Gauge
 from leasegate.control_plane.accounts import requests_in_flight
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.errors import GatewayError
-from leasegate.web.errors import STORE_ERRORS
+from leasegate.core.ports.errors import StoreError, failure_reason
 
 log = logging.getLogger("leasegate.control_plane.metrics")
 
-# An unreachable database (STORE_ERRORS) or slot store (`unavailable`, a GatewayError).
-_READ_ERRORS: tuple[type[Exception], ...] = (GatewayError, *STORE_ERRORS)
+# An unreachable database (a StoreError) or slot store (`unavailable`, a GatewayError).
+_READ_ERRORS: tuple[type[Exception], ...] = (GatewayError, StoreError)
 
 
 class CapacityGauges:
@@ -66,7 +66,7 @@ class CapacityGauges:
             leases = await runtime.stores.store.live_lease_counts([a.id for a in accounts], now)
             in_flight = await requests_in_flight(runtime, accounts, now.timestamp())
         except _READ_ERRORS as exc:
-            log.warning("capacity gauges not refreshed", extra={"error": type(exc).__name__})
+            log.warning("capacity gauges not refreshed", extra={"error": failure_reason(exc)})
             self.leases_held.clear()
             self.requests_in_flight.clear()
             return

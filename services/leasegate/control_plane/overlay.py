@@ -30,10 +30,10 @@ from leasegate.audit import (
 from leasegate.control_plane.chain_store import AuditChain
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
+from leasegate.core.ports.errors import StoreError, failure_reason
 from leasegate.core.ports.witness import AuditWitness, Witness
 from leasegate.core.records import KeyRecord
 from leasegate.db.audit import AppendPlan, ChainHead, ChainRaced, ChainSnapshot
-from leasegate.web.errors import STORE_ERRORS
 
 log = logging.getLogger("leasegate.audit")
 
@@ -221,8 +221,8 @@ class AdminOverlay:
         try:
             async with asyncio.timeout(REPORT_DEADLINE_S):
                 verdict = await self.verdict()
-        except STORE_ERRORS as exc:  # TimeoutError included: it is an OSError
-            return {"audit_chain": {"chain": "unknown", "error": type(exc).__name__}}
+        except (StoreError, TimeoutError) as exc:  # TimeoutError: the deadline above
+            return {"audit_chain": {"chain": "unknown", "error": failure_reason(exc)}}
         return {
             "audit_chain": {
                 "chain": verdict.status,
@@ -234,18 +234,18 @@ class AdminOverlay:
     async def _read_witness(self) -> Witness | None:
         try:
             return await self._witness.read()
-        except STORE_ERRORS as exc:
+        except StoreError as exc:
             # Reads go on without it (the anchor still guards); mutations refuse instead.
-            log.warning("audit witness unreadable", extra={"error": type(exc).__name__})
+            log.warning("audit witness unreadable", extra={"error": exc.reason})
             return None
 
     async def _advance_witness(self, witness: Witness) -> None:
         try:
             await self._witness.advance(witness)
-        except STORE_ERRORS as exc:
+        except StoreError as exc:
             # The append has committed: failing now would report a committed mutation as not
             # done. The next verified read moves the witness up.
-            log.warning("audit witness not advanced", extra={"error": type(exc).__name__})
+            log.warning("audit witness not advanced", extra={"error": exc.reason})
 
 
 def corrupt_error(verdict: ChainVerdict) -> GatewayError:

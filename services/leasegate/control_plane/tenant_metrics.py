@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.tenants import spent_fraction, tenant_spent
-from leasegate.web.errors import STORE_ERRORS
+from leasegate.core.ports.errors import StoreError
 
 log = logging.getLogger("leasegate.control_plane.metrics")
 
@@ -39,8 +39,8 @@ class TenantBudgetGauges:
                 )
                 for tenant, budget in verdict.budgets.items()
             }
-        except STORE_ERRORS as exc:
-            log.warning("tenant budget gauges not refreshed", extra={"error": type(exc).__name__})
+        except StoreError as exc:
+            log.warning("tenant budget gauges not refreshed", extra={"error": exc.reason})
             self.fraction.clear()
             return
         self.fraction.clear()

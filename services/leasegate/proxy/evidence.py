@@ -4,7 +4,8 @@ The response never waits for a success row. A qualifying failure's row is writte
 (`add_durable`), so the hop that cites it finds it; if the database cannot take it within
 `durable_timeout_s` it joins the buffer like any other row.
 
-Two kinds of failed write are told apart (the store raises `EvidenceRejected` for the second):
+Two kinds of failed write are told apart, as the store raises them (`StoreUnavailable`,
+`StoreRejected`):
 
 - the database is unreachable: the batch is kept and retried with backoff, rows pile up in
   memory up to `memory_rows`, and beyond that in the spill file (evidence_spill.py), which is
@@ -27,18 +28,13 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from leasegate.core.ports.storage import EvidenceRejected, EvidenceWriter
+from leasegate.core.ports.errors import StoreRejected, StoreUnavailable, failure_reason
+from leasegate.core.ports.storage import EvidenceWriter
 from leasegate.core.records import EvidenceRow
 from leasegate.proxy.evidence_metrics import EvidenceMetrics
 from leasegate.proxy.evidence_spill import SpillFile
 
 log = logging.getLogger("leasegate.evidence")
-
-# An unreachable or refusing database: SQLAlchemy's or the driver's errors, OSError for a
-# socket that went away underneath it, TimeoutError for one that stopped answering.
-WRITE_ERRORS = (SQLAlchemyError, OSError, TimeoutError)
 
 MAX_BACKOFF_S = 5.0
 DEAD_LETTER_EVENT = "evidence row refused by the database: dead-lettered"
@@ -91,10 +87,10 @@ class EvidenceSink:
             return
         try:
             await self._write([row], timeout_s=self._durable_timeout_s)
-        except EvidenceRejected as rejected:
+        except StoreRejected as rejected:
             self._dead_letter(row, rejected.reason)
         except Exception as exc:  # unreachable (or a bug): the buffer retries it
-            log.warning("evidence write failed; queued", extra={"error": type(exc).__name__})
+            log.warning("evidence write failed; queued", extra={"error": failure_reason(exc)})
             self.add(row)
 
     @property
@@ -111,11 +107,7 @@ class EvidenceSink:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(drain_s):
-                while self.pending:
-                    if not await self._flush_once():
-                        await asyncio.sleep(0.2)
+        await self.drain(drain_s)
         if self._rows and self._spill is not None:
             # the spill file outlives the process: its successor replays these
             while self._rows and self._spill.append(self._rows[0]):
@@ -130,11 +122,15 @@ class EvidenceSink:
         if self._spill is not None:
             self._spill.close()
 
-    async def flush(self) -> None:
-        """Write everything buffered now (tests and shutdown)."""
-        while self.pending:
-            if not await self._flush_once():
-                raise ConnectionError("evidence could not be written")
+    async def drain(self, within_s: float) -> bool:
+        """Write everything waiting (memory, then the spill file), a failed batch retried every
+        0.2 s, for at most `within_s`; True when nothing is left (`stop` drains first)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within_s):
+                while self.pending:
+                    if not await self._flush_once():
+                        await asyncio.sleep(0.2)
+        return not self.pending
 
     async def _run(self) -> None:
         backoff = self._interval
@@ -160,10 +156,10 @@ class EvidenceSink:
             batch = [self._rows[i] for i in range(min(self._max_batch, len(self._rows)))]
         try:
             await self._write_isolating(batch)
-        except WRITE_ERRORS as exc:
+        except (StoreUnavailable, TimeoutError) as exc:  # TimeoutError: the batch's deadline
             log.warning(
                 "evidence write failed; will retry",
-                extra={"rows": len(batch), "error": type(exc).__name__},
+                extra={"rows": len(batch), "error": failure_reason(exc)},
             )
             return False
         except Exception:
@@ -188,7 +184,7 @@ class EvidenceSink:
             return
         try:
             await self._write(batch)
-        except EvidenceRejected as rejected:
+        except StoreRejected as rejected:
             if len(batch) == 1:
                 self._dead_letter(batch[0], rejected.reason)
                 return
@@ -201,7 +197,7 @@ class EvidenceSink:
         try:
             async with asyncio.timeout(timeout_s):
                 await self._writer.write_evidence(rows)
-        except WRITE_ERRORS:
+        except (StoreUnavailable, TimeoutError):
             self._reachable = False
             raise
         self._reachable = True

@@ -15,7 +15,7 @@ from leasegate.accounts import Account
 from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
-from leasegate.core.ports.capacity import SlotStoreError
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import Cooldown
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
@@ -31,7 +31,6 @@ from leasegate.upstream.caller_headers import check_header_cap
 from leasegate.upstream.errors import UpstreamError
 from leasegate.upstream.failures import send_failure
 from leasegate.web.body_limit import BodyReadTimeout, BodyTooLarge
-from leasegate.web.errors import STORE_ERRORS
 
 
 class ClientGone(Exception):
@@ -75,10 +74,10 @@ async def forward(
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
         return refusal_response(refusal, attempt.request_id, attempt.key)
-    except STORE_ERRORS as exc:
+    except StoreError as exc:
         unavailable = GatewayError(
             "unavailable",
-            f"a backing store is unavailable ({type(exc).__name__})",
+            f"a backing store is unavailable ({exc.reason})",
             retry_after_s=1.0,
         )
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
@@ -197,7 +196,7 @@ async def _take_slot(
 ) -> None:
     try:
         admitted = await runtime.slots.acquire(account_id, attempt.request_id, capacity)
-    except SlotStoreError:
+    except StoreError:
         raise GatewayError(
             "unavailable", "the request-slot store is unreachable", retry_after_s=1.0
         ) from None

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from leasegate.accounts import Registry
 from leasegate.core.clock import Clock
 from leasegate.core.observation import Classification
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import (
     Admitted,
     Cooldown,
@@ -39,7 +40,6 @@ from leasegate.core.ports.health import (
     HealthStore,
     HealthTransition,
 )
-from leasegate.web.errors import STORE_ERRORS
 
 log = logging.getLogger("leasegate.proxy")
 
@@ -138,8 +138,8 @@ class HealthView:
         self._learn(news)
         try:
             await self._fanout.publish([news])
-        except STORE_ERRORS as exc:
-            log.error("health news not published", extra={"error": type(exc).__name__})
+        except StoreError as exc:
+            log.error("health news not published", extra={"error": exc.reason})
         return transitions
 
     def _learn(self, news: HealthNews) -> None:
@@ -169,8 +169,8 @@ class HealthView:
         may carry a streak (0.0) until their next success resets it."""
         try:
             snapshot = await self.store.snapshot(self._pairs, self._clock.now().timestamp())
-        except STORE_ERRORS as exc:
-            log.error("health view not refreshed", extra={"error": type(exc).__name__})
+        except StoreError as exc:
+            log.error("health view not refreshed", extra={"error": exc.reason})
             return  # the unknowns stay: every request asks the store until the next reset
         for key, until in list(self._watched.items()):
             if until == math.inf:

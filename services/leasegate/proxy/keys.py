@@ -19,11 +19,11 @@ from collections.abc import Sequence
 
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import KeyReader
 from leasegate.core.records import KeyRecord
 from leasegate.keys import ParsedKey, parse_key, secret_matches
-from leasegate.web.errors import STORE_ERRORS
 
 _MAX_ENTRIES = 100_000
 STALE_GRACE_S = 5.0
@@ -65,7 +65,7 @@ class KeyResolver:
             return hit[0]
         try:
             record = await self._reader.get_key(key_id)
-        except STORE_ERRORS:
+        except StoreError:
             # The database cannot answer: for the next STALE_GRACE_S, known keys do not wait
             # for its deadline, and a key this process already knows keeps serving. resolve()
             # still refuses it once expired or revoked (fan-out lands in the deny list).

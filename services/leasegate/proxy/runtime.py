@@ -10,6 +10,7 @@ from leasegate.accounts import Registry
 from leasegate.config import Settings
 from leasegate.core.clock import Clock
 from leasegate.core.observation import Observation
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthTransition
 from leasegate.core.records import EvidenceRow
 from leasegate.kv.slot_keeper import SlotKeeper
@@ -22,7 +23,6 @@ from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tracing import RequestTrace, RequestTracer
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamClients
-from leasegate.web.errors import STORE_ERRORS
 from leasegate.web.health_events import log_transitions
 
 log = logging.getLogger("leasegate.proxy")
@@ -84,9 +84,9 @@ class ProxyRuntime:
         key = attempt.key
         try:
             await self.spend.record(key, attempt.usage, cost)
-        except STORE_ERRORS as exc:
+        except StoreError as exc:
             # the row (with its tokens and cost) is queued either way; the running total misses it
-            log.error("spend record failed", extra={"error": type(exc).__name__})
+            log.error("spend record failed", extra={"error": exc.reason})
         signal = classification.health_scope is not None or classification.resets_streak
         if key is None or not attempt.feeds_health or not signal:
             return row
@@ -99,9 +99,9 @@ class ProxyRuntime:
                 self.clock.now().timestamp(),
                 trial=attempt.health_trial,
             )
-        except STORE_ERRORS as exc:
+        except StoreError as exc:
             # The row is queued either way; only this request's health signal is lost.
-            log.error("health record failed", extra={"error": type(exc).__name__})
+            log.error("health record failed", extra={"error": exc.reason})
             return row
         log_transitions(transitions)
         self.metrics.health_transitions(transitions)

@@ -25,9 +25,9 @@ from pydantic import SecretStr
 
 from leasegate.audit import ChainVerdict, fold
 from leasegate.core.clock import Clock
+from leasegate.core.ports.errors import StoreError, failure_reason
 from leasegate.db.audit import AuditRepository, ChainHead
 from leasegate.spend import TenantBudget
-from leasegate.web.errors import STORE_ERRORS
 
 log = logging.getLogger("leasegate.proxy")
 
@@ -75,8 +75,8 @@ class TenantBudgetWatch:
                 if head != self._head:
                     snapshot = await self._repository.read_chain()
                     self._accept(fold(snapshot.records, snapshot.anchor, key=self._key), head)
-        except STORE_ERRORS as exc:  # TimeoutError included: it is an OSError
-            log.warning("tenant budgets not refreshed", extra={"error": type(exc).__name__})
+        except (StoreError, TimeoutError) as exc:  # TimeoutError: the deadline above
+            log.warning("tenant budgets not refreshed", extra={"error": failure_reason(exc)})
             self._reads_ok = False
             # retried in the background FRESH_S from now, not by every request
             self._read_at = self._clock.monotonic()

@@ -12,10 +12,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 
-class SlotStoreError(Exception):
-    """The store could not be reached or answered nonsense; nothing is known to have changed."""
-
-
 class RequestSlots(Protocol):
     @property
     def lease_s(self) -> float:
@@ -26,14 +22,15 @@ class RequestSlots(Protocol):
 
         False when `capacity` live holders are there and `holder` is not one of them: the
         caller answers 429 at once, nothing waits. Atomic across every process sharing the
-        store. Raises SlotStoreError when the store cannot answer.
+        store. Raises StoreUnavailable (`leasegate.core.ports.errors`) when the store cannot
+        answer.
         """
 
     async def release(self, account_id: str, holder: str) -> bool:
         """Return `holder`'s slot; True only for the call that removed it.
 
         Releasing twice, or a holder that never reserved, is a harmless False.
-        Raises SlotStoreError when the store cannot answer (the lease then reclaims the slot).
+        Raises StoreUnavailable when the store cannot answer (the lease then reclaims the slot).
         """
 
     async def renew(self, account_id: str, holders: Sequence[str], now: float) -> None:

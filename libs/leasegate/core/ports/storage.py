@@ -13,7 +13,8 @@ Refusals the database itself decides (they travel as these exceptions, never as 
     IdempotencyKeyTaken         another decision already holds this (tenant, idempotency_key)
     AdminStateMoved             the audit chain moved since the overlay the mint decided with
 
-Each is raised after the whole transaction was rolled back: nothing was written.
+Each is raised after the whole transaction was rolled back: nothing was written. A store that
+fails a call raises a `StoreError` (`leasegate.core.ports.errors`) instead.
 """
 
 from __future__ import annotations
@@ -54,17 +55,6 @@ class IdempotencyKeyTaken(StorageRefusal):
     pass
 
 
-class EvidenceRejected(Exception):
-    """The database refused the rows' content (an unencodable or oversized value, a violated
-    constraint): writing the same rows again cannot succeed. Anything else a write raises is
-    taken as the database being unreachable, and the same rows are retried."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        """A short machine string (the driver's error class): never a row's values."""
-
-
 @dataclass(frozen=True, slots=True)
 class EvidenceSummary:
     """What the proxy has recorded for a cited decision's key (a hop's evidence clause)."""
@@ -86,8 +76,9 @@ class KeyReader(Protocol):
 class EvidenceWriter(Protocol):
     async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
         """Insert rows in one transaction; a row whose request_id already exists is ignored
-        (replays are safe). Raises EvidenceRejected when the content, not the connection, is
-        at fault."""
+        (replays are safe). Raises StoreRejected (`leasegate.core.ports.errors`) when the
+        content is at fault: writing the same rows again cannot succeed; StoreUnavailable
+        when the database is: the same rows are retried."""
 
 
 class EvidenceReader(Protocol):

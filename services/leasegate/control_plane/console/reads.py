@@ -17,10 +17,10 @@ from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import ID_PATTERN
 from leasegate.control_plane.views import evidence_view
 from leasegate.core.clock import iso
+from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.witness import Witness
 from leasegate.core.records import KeyRecord, Outcome
 from leasegate.db.mint import RENEWED
-from leasegate.web.errors import STORE_ERRORS
 
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 _ID = re.compile(ID_PATTERN)
@@ -124,8 +124,8 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
         try:
             witness = await runtime.stores.witness.read()
             witness_error = None
-        except STORE_ERRORS as exc:
-            witness, witness_error = None, type(exc).__name__
+        except StoreError as exc:
+            witness, witness_error = None, exc.reason
         context = {
             "nav": "audit",
             "verdict": verdict,
