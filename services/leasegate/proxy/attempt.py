@@ -10,7 +10,7 @@ from leasegate.core.observation import Classification, Observation
 from leasegate.core.ports.health import Admitted
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.core.text import MODEL_NAME_MAX, safe_optional
-from leasegate.upstream.sse import Usage
+from leasegate.providers import COMMON_ERRORS, ErrorVocabulary, Usage
 
 
 @dataclass(slots=True)
@@ -33,6 +33,8 @@ class Attempt:
     """Set while this attempt holds a request slot on that account."""
     feeds_health: bool = True
     """False for an endpoint that is not a completion (see Endpoint.completion)."""
+    errors: ErrorVocabulary = COMMON_ERRORS
+    """The error vocabulary of the key's account's kind (what classifies its failures)."""
     finished: bool = False
     """Its row is queued or written: `ProxyRuntime.finish` has run."""
 

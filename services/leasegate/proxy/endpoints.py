@@ -1,33 +1,27 @@
-"""The proxied endpoints and which provider dialect each one speaks."""
+"""The proxied endpoints: every provider kind's, each once (leasegate.providers).
+
+An exact path is one dict look-up; a path with the model in it (Gemini's
+`/v1beta/models/{model}:generateContent`) is matched against the few templates only when no
+exact path matched.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from leasegate.providers import ENDPOINTS, Endpoint
 
-from leasegate.accounts import Account
-
-Dialect = Literal["openai", "responses", "anthropic"]
+EXACT: dict[str, Endpoint] = {e.path: e for e in ENDPOINTS if not e.model_in_path}
+TEMPLATES: tuple[Endpoint, ...] = tuple(e for e in ENDPOINTS if e.model_in_path)
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    path: str
-    dialect: Dialect
-    streams: bool = True
-    completion: bool = True
-    """False for a call that produces no completion (token counting): its outcome is
-    recorded as evidence but never fed to the health store."""
-
-    def served_by(self, account: Account) -> bool:
-        return (self.dialect == "anthropic") == account.speaks_anthropic
+def route(path: str) -> tuple[Endpoint, str | None] | None:
+    """The endpoint `path` is, and the model it names (None for an exact path)."""
+    endpoint = EXACT.get(path)
+    if endpoint is not None:
+        return endpoint, None
+    for template in TEMPLATES:
+        if (model := template.model_of(path)) is not None:
+            return template, model
+    return None
 
 
-ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("/v1/chat/completions", "openai"),
-    Endpoint("/v1/completions", "openai"),
-    Endpoint("/v1/embeddings", "openai", streams=False),
-    Endpoint("/v1/responses", "responses"),
-    Endpoint("/v1/messages", "anthropic"),
-    Endpoint("/v1/messages/count_tokens", "anthropic", streams=False, completion=False),
-)
+__all__ = ["ENDPOINTS", "EXACT", "TEMPLATES", "Endpoint", "route"]

@@ -52,7 +52,7 @@ class ProxyRuntime:
             return
         attempt.finished = True
         await self.release_slot(attempt)
-        classification = classify(observation)
+        classification = classify(observation, attempt.errors)
         ended = self.clock.monotonic()
         cost = self.spend.cost(attempt.key, attempt.usage)
         row = attempt.evidence(observation, classification, ended, cost)
