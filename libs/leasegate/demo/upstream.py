@@ -251,12 +251,14 @@ async def _read_request(reader: asyncio.StreamReader) -> MockRequest | None:
         parsed = json.loads(body) if body else None
     except (ValueError, RecursionError):
         parsed = None
+    path, _, query = target.partition("?")
     return MockRequest(
         method=method,
-        path=target.split("?", 1)[0],
+        path=path,
         headers=headers,
         body=body,
         json=parsed if isinstance(parsed, dict) else None,
+        query=query,
     )
 
 
