@@ -64,7 +64,12 @@ def test_every_kind_has_a_table_for_every_part_of_every_wire(name: str) -> None:
     # a credential fault, a model fault, the caller's fault, and an error inside a stream
     assert {(False, "account", True), (False, "model", True), (False, None, False)} <= classes
     assert any(row.status is None for row in classified)
-    endpoints = [row.endpoint for row in [*usage, *streams, *classified, *rendered]]
+    endpoints = [
+        *(row.endpoint for row in usage),
+        *(row.endpoint for row in streams),
+        *(row.endpoint for row in classified),
+        *(row.endpoint for row in rendered),
+    ]
     for endpoint in endpoints:
         assert kind.serves(endpoint), (name, endpoint.path)
 
