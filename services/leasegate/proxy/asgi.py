@@ -15,7 +15,7 @@ from typing import Any
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
+from leasegate.providers import ENDPOINTS, Endpoint
 from leasegate.proxy.forward import ClientGone, forward
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.web.body_limit import BodyLimitMiddleware

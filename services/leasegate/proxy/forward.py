@@ -19,6 +19,7 @@ from leasegate.core.ports.capacity import SlotStoreError
 from leasegate.core.ports.health import Cooldown
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
+from leasegate.providers import Endpoint
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.body import (
     ProxyBody,
@@ -28,7 +29,6 @@ from leasegate.proxy.body import (
     parse_body,
     parse_object,
 )
-from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime

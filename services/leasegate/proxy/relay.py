@@ -27,8 +27,8 @@ from starlette.types import Message, Receive, Scope, Send
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.observation import Observation
 from leasegate.core.records import KeyRecord
+from leasegate.providers import Endpoint
 from leasegate.proxy.attempt import Attempt
-from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamResponse
