@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from leasegate.upstream.sse import Dialect, StreamScanner, usage_from_body
+from leasegate.upstream.sse import StreamScanner, usage_from_body
 from tests.fixtures.servers import local_client
 
-ENDPOINTS: list[tuple[str, Dialect]] = [
+ENDPOINTS: list[tuple[str, str]] = [
     ("/v1/chat/completions", "openai"),
     ("/v1/completions", "openai"),
     ("/v1/responses", "responses"),
@@ -31,7 +31,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
-def scanned(dialect: Dialect, body: bytes) -> StreamScanner:
+def scanned(dialect: str, body: bytes) -> StreamScanner:
     scanner = StreamScanner(dialect)
     scanner.feed(body)
     scanner.close()
@@ -40,7 +40,7 @@ def scanned(dialect: Dialect, body: bytes) -> StreamScanner:
 
 @pytest.mark.parametrize(("path", "dialect"), ENDPOINTS)
 async def test_streams_echo_the_model_and_carry_usage(
-    client: httpx.AsyncClient, path: str, dialect: Dialect
+    client: httpx.AsyncClient, path: str, dialect: str
 ) -> None:
     async with MockUpstream() as upstream:
         response = await client.post(upstream.url + path, json={"model": "m-7", "stream": True})
@@ -58,7 +58,7 @@ async def test_streams_echo_the_model_and_carry_usage(
 
 @pytest.mark.parametrize(("path", "dialect"), [*ENDPOINTS, ("/v1/embeddings", "openai")])
 async def test_json_bodies_echo_the_model_and_carry_usage(
-    client: httpx.AsyncClient, path: str, dialect: Dialect
+    client: httpx.AsyncClient, path: str, dialect: str
 ) -> None:
     async with MockUpstream() as upstream:
         response = await client.post(upstream.url + path, json={"model": "m-7"})

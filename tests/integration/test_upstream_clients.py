@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from leasegate.accounts import Account, Provider, Registry
 from leasegate.config import Settings
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
+from leasegate.providers import ENDPOINTS
 from leasegate.upstream.clients import UnknownAccountError, UpstreamClients, UpstreamResponse
 from leasegate.upstream.deadlines import BodyReader, Deadlines
 from leasegate.upstream.errors import (
@@ -27,6 +28,7 @@ from leasegate.upstream.failures import send_failure, stream_failure, stream_obs
 from leasegate.upstream.sse import StreamScanner
 
 SECRET = "sk-live-THE-REAL-CREDENTIAL"
+ENDPOINT = {endpoint.path: endpoint for endpoint in ENDPOINTS}
 CALLER = {
     "authorization": "Bearer lg_key_callers-virtual-key",
     "x-api-key": "lg_key_callers-virtual-key",
@@ -82,7 +84,7 @@ async def read_all(response: UpstreamResponse) -> bytes:
 async def call(
     clients: UpstreamClients, acct: Account, path: str, body: bytes
 ) -> tuple[int, bytes]:
-    response = await clients.send(clients.build_request(acct, path, body, CALLER))
+    response = await clients.send(clients.build_request(acct, ENDPOINT[path], body, CALLER))
     try:
         return response.status, await read_all(response)
     finally:
@@ -135,7 +137,7 @@ async def test_anthropic_gets_x_api_key_and_a_default_version(upstream: MockUpst
     try:
         await call(clients, acct, "/v1/messages", CHAT)
         pinned = clients.build_request(
-            acct, "/v1/messages", CHAT, [("Anthropic-Version", "2024-01-01")]
+            acct, ENDPOINT["/v1/messages"], CHAT, [("Anthropic-Version", "2024-01-01")]
         )
         (await clients.send(pinned)).close()
     finally:
@@ -161,7 +163,7 @@ async def test_base_url_path_prefix_is_kept(upstream: MockUpstream) -> None:
 async def test_the_credential_is_not_in_reprs_or_errors(upstream: MockUpstream) -> None:
     acct = account("openai-main", upstream.url)
     clients = clients_for(acct)
-    request = clients.build_request(acct, "/v1/chat/completions", CHAT, CALLER)
+    request = clients.build_request(acct, ENDPOINT["/v1/chat/completions"], CHAT, CALLER)
     await clients.aclose()
     assert SECRET not in repr(clients)
     assert SECRET not in repr(request)
@@ -180,7 +182,7 @@ async def test_a_stream_arrives_chunk_by_chunk(upstream: MockUpstream) -> None:
     clients = clients_for(acct)
     scanner = StreamScanner("openai")
     try:
-        request = clients.build_request(acct, "/v1/chat/completions", STREAM, CALLER)
+        request = clients.build_request(acct, ENDPOINT["/v1/chat/completions"], STREAM, CALLER)
         response = await clients.send(request)
         arrivals = await relay(response, scanner)
         response.close()
@@ -271,7 +273,7 @@ async def test_waiting_for_the_pool_does_not_count_against_the_headers_timeout(
     clients = clients_for(acct, upstream_pool_timeout_s=10)
     path = "/v1/chat/completions"
     try:
-        holder = await clients.send(clients.build_request(acct, path, STREAM, CALLER))
+        holder = await clients.send(clients.build_request(acct, ENDPOINT[path], STREAM, CALLER))
         waiter = asyncio.create_task(call(clients, acct, path, CHAT))
         await read_all(holder)
         holder.close()
@@ -316,7 +318,7 @@ async def test_a_stream_cut_mid_answer_is_truncated(upstream: MockUpstream) -> N
     clients = clients_for(acct)
     scanner = StreamScanner("openai")
     try:
-        request = clients.build_request(acct, "/v1/chat/completions", STREAM, CALLER)
+        request = clients.build_request(acct, ENDPOINT["/v1/chat/completions"], STREAM, CALLER)
         response = await clients.send(request)
         with pytest.raises(BodyFailed) as cut:
             await relay(response, scanner)
@@ -335,7 +337,7 @@ async def test_an_error_event_inside_a_200_stream(upstream: MockUpstream) -> Non
     clients = clients_for(acct)
     scanner = StreamScanner("anthropic")
     try:
-        request = clients.build_request(acct, "/v1/messages", STREAM, CALLER)
+        request = clients.build_request(acct, ENDPOINT["/v1/messages"], STREAM, CALLER)
         response = await clients.send(request)
         await relay(response, scanner)
         response.close()
@@ -359,6 +361,6 @@ async def test_only_configured_accounts_get_a_pool(upstream: MockUpstream) -> No
     try:
         assert clients.pool(configured.id) is clients.pool(configured.id)
         with pytest.raises(UnknownAccountError):
-            clients.build_request(missing, "/v1/chat/completions", CHAT, [])
+            clients.build_request(missing, ENDPOINT["/v1/chat/completions"], CHAT, [])
     finally:
         await clients.aclose()

@@ -9,13 +9,13 @@ import json
 import pytest
 
 from leasegate.core.observation import Classification
-from leasegate.routing.classify import classify
-from leasegate.upstream.context_length import (
+from leasegate.providers.common import (
     anthropic_context_length,
     context_length_exceeded,
     openai_context_length,
     openrouter_context_length,
 )
+from leasegate.routing.classify import classify
 from leasegate.upstream.failures import response_observation
 
 OPENAI = {

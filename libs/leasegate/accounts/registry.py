@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, cast
+from typing import Protocol
 from urllib.parse import urlsplit
 
+from leasegate.providers import KINDS, OptionError, ProviderKind, kind_named
 from leasegate.spend.prices import Prices, parse_prices
 
-Provider = Literal["openai", "anthropic", "openrouter", "openai-compatible"]
-PROVIDERS: tuple[Provider, ...] = ("openai", "anthropic", "openrouter", "openai-compatible")
+Provider = str
+"""A provider kind's name (`leasegate.providers.KINDS`)."""
 
 ACCOUNT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 CREDENTIAL_ENV = re.compile(r"LEASEGATE_CRED_[A-Z0-9_]+")
@@ -48,6 +49,7 @@ class AccountsFileError(ValueError):
 class Account:
     id: str
     provider: Provider
+    """The kind's name; `kind` is the kind itself."""
     base_url: str
     """Origin (and optional path prefix) the request path is appended to; no trailing slash."""
     credential_env: str
@@ -73,15 +75,18 @@ class Account:
     """Requested name -> the requested model to hop to when its context is exceeded."""
     prices: Mapping[str, Prices] = field(default_factory=dict)
     """Requested name -> prices per million tokens, for the models that declare them."""
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The kind's own fields, checked by it (e.g. azure-openai's `api_version`)."""
+    kind: ProviderKind = field(init=False, repr=False, compare=False)
 
-    @property
-    def speaks_anthropic(self) -> bool:
-        return self.provider == "anthropic"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", kind_named(self.provider))
 
     @property
     def input_includes_cache(self) -> bool:
-        """OpenAI-shaped usage counts cached tokens inside the input; Anthropic's beside it."""
-        return not self.speaks_anthropic
+        """Whether the kind's input count contains the cached tokens (OpenAI's does,
+        Anthropic counts them beside it)."""
+        return self.kind.input_includes_cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,14 +181,20 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
     def fail(field_name: str, why: str) -> AccountsFileError:
         return AccountsFileError(f"accounts file: {name}: field '{field_name}': {why}")
 
-    unknown = sorted(str(k) for k in entry if k not in _FIELDS)
+    provider = entry.get("provider")
+    kind = KINDS.get(provider) if isinstance(provider, str) else None
+    fields = _FIELDS | kind.option_fields if kind is not None else _FIELDS
+    unknown = sorted(str(k) for k in entry if k not in fields)
     if unknown:
-        raise fail(unknown[0], "unknown field")
+        raise fail(unknown[0], "unknown field" + (f" for provider {provider!r}" if kind else ""))
     if not isinstance(raw_id, str) or not ACCOUNT_ID.fullmatch(raw_id):
         raise fail("id", "must match [a-z0-9][a-z0-9-]{0,62}")
-    provider = entry.get("provider")
-    if provider not in PROVIDERS:
-        raise fail("provider", f"must be one of {', '.join(PROVIDERS)}")
+    if kind is None:
+        raise fail("provider", f"must be one of {', '.join(KINDS)}")
+    try:
+        options = kind.options(entry)
+    except OptionError as exc:
+        raise fail(exc.field_name, str(exc)) from None
     base_url = entry.get("base_url")
     if not isinstance(base_url, str) or not _is_http_url(base_url):
         raise fail("base_url", "must be an http(s) URL")
@@ -191,9 +202,13 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
     if not isinstance(credential_env, str) or not CREDENTIAL_ENV.fullmatch(credential_env):
         raise fail("credential_env", "must match LEASEGATE_CRED_[A-Z0-9_]+")
     specs = _parse_models(entry.get("models"), fail)
+    for requested, served in specs.served.items():
+        if (problem := kind.served_problem(served)) is not None:
+            raise fail("models", f"model {requested!r}: {problem}")
     return Account(
         id=raw_id,
-        provider=cast("Provider", provider),
+        provider=kind.name,
+        options=options,
         base_url=base_url.rstrip("/"),
         credential_env=credential_env,
         models=specs.served,

@@ -1,8 +1,11 @@
-"""A small, fast, scriptable stand-in for OpenAI, OpenRouter and Anthropic upstreams.
+"""A small, fast, scriptable stand-in for every provider kind's upstream.
 
-A raw asyncio HTTP/1.1 server (keep-alive, Content-Length request bodies) answering
-POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and /v1/messages
-with pre-rendered JSON or SSE, echoing the request's `model`. A test's `script` picks a
+A raw asyncio HTTP/1.1 server (keep-alive, Content-Length request bodies) answering POST on
+every path a provider kind sends to (/v1/chat/completions, /v1/messages, Azure's
+/openai/deployments/{deployment}/chat/completions, Gemini's
+/v1beta/models/{model}:generateContent, ...: the kinds say which, leasegate.providers) with
+pre-rendered JSON or SSE in that kind's shape, echoing the request's model (the path's, else
+the body's `model`). A test's `script` picks a
 `Reply` per request: an error status, Retry-After, slow chunks, an in-stream error event, a
 connection cut mid-stream, a hang before headers, a reset.
 
@@ -27,14 +30,16 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from leasegate.demo.upstream_payloads import (
-    ENDPOINTS,
-    Rendered,
+    Example,
+    UpstreamRoute,
     error_body,
     error_event,
     render,
+    route,
     with_model,
 )
 from leasegate.demo.upstream_script import MockRequest, Reply, Script
+from leasegate.providers import Endpoint
 
 __all__ = ["DEFAULT_CHUNKS", "MockRequest", "MockUpstream", "Reply", "Script", "main"]
 
@@ -63,8 +68,9 @@ class MockUpstream:
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self._templates: dict[tuple[str, bool, int], Rendered] = {}
+        self._templates: dict[tuple[object, bool, int], Example] = {}
         self._wire: dict[tuple[str, bool, int, str], bytes] = {}
+        self._routes: dict[str, UpstreamRoute | None] = {}
 
     @property
     def url(self) -> str:
@@ -134,23 +140,30 @@ class MockUpstream:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             reply = self.script(request) if self.script is not None else None
-            if (
-                reply is None
-                and request.method == "POST"
-                and request.json is not None
-                and request.path in ENDPOINTS
-            ):
-                writer.write(self._default_wire(request, request.json))
+            where = self._route(request.path)
+            if reply is None and request.method == "POST" and request.json is not None and where:
+                writer.write(self._default_wire(request, where, request.json))
                 await writer.drain()
                 keep = True
             else:
-                keep = await self._answer(request, reply or Reply(), writer)
+                keep = await self._answer(request, where, reply or Reply(), writer)
         finally:
             self.in_flight -= 1
         return keep and request.headers.get("connection", "").lower() != "close"
 
+    def _route(self, path: str) -> UpstreamRoute | None:
+        if path not in self._routes:
+            if len(self._routes) >= _MAX_TEMPLATES:
+                self._routes.clear()
+            self._routes[path] = route(path)
+        return self._routes[path]
+
     async def _answer(
-        self, request: MockRequest, reply: Reply, writer: asyncio.StreamWriter
+        self,
+        request: MockRequest,
+        where: UpstreamRoute | None,
+        reply: Reply,
+        writer: asyncio.StreamWriter,
     ) -> bool:
         if reply.reset:
             _reset(writer)
@@ -160,19 +173,20 @@ class MockUpstream:
             return False
         if reply.headers_delay_s > 0:
             await asyncio.sleep(reply.headers_delay_s)
-        dialect = ENDPOINTS.get(request.path)
+        endpoint = where.endpoint if where is not None else None
         if reply.body is not None:
             await _send_body(writer, reply.status, reply.headers, reply.body)
-        elif request.method != "POST" or dialect is None:
-            status = 405 if dialect is not None else 404
-            await _send_body(writer, status, reply.headers, error_body(status))
+        elif request.method != "POST" or where is None or endpoint is None:
+            status = 405 if where is not None else 404
+            await _send_body(writer, status, reply.headers, error_body(status, endpoint))
         elif request.json is None:
-            await _send_body(writer, 400, reply.headers, error_body(400))
+            await _send_body(writer, 400, reply.headers, error_body(400, endpoint))
         elif reply.status >= 400:
-            await _send_body(writer, reply.status, reply.headers, error_body(reply.status))
+            body = error_body(reply.status, endpoint)
+            await _send_body(writer, reply.status, reply.headers, body)
         else:
-            model = str(request.json.get("model", "mock-model"))
-            rendered = self._rendered(request.path, request.stream)
+            model = _model(where, request.json)
+            rendered = self._rendered(endpoint, request.stream)
             if rendered.body is not None and reply.chunks is None:
                 await _send_body(
                     writer, reply.status, reply.headers, with_model(rendered.body, model)
@@ -182,17 +196,19 @@ class MockUpstream:
             if chunks is None:
                 chunks = [with_model(c, model) for c in rendered.chunks]
             return await _send_stream(
-                writer, reply, chunks, with_model(error_event(dialect), model)
+                writer, reply, chunks, with_model(error_event(endpoint), model)
             )
         return True
 
-    def _default_wire(self, request: MockRequest, body: Mapping[str, object]) -> bytes:
+    def _default_wire(
+        self, request: MockRequest, where: UpstreamRoute, body: Mapping[str, object]
+    ) -> bytes:
         """The whole default response, status line to last byte, cached per model."""
-        model = str(body.get("model", "mock-model"))
+        model = _model(where, body)
         key = (request.path, request.stream, self.chunks, model)
         wire = self._wire.get(key)
         if wire is None:
-            rendered = self._rendered(request.path, request.stream)
+            rendered = self._rendered(where.endpoint, request.stream)
             if rendered.body is not None:
                 wire = _body_wire(200, {}, with_model(rendered.body, model))
             else:
@@ -203,14 +219,19 @@ class MockUpstream:
             self._wire[key] = wire
         return wire
 
-    def _rendered(self, path: str, stream: bool) -> Rendered:
-        key = (path, stream, self.chunks)
+    def _rendered(self, endpoint: Endpoint, stream: bool) -> Example:
+        key = (endpoint, stream, self.chunks)
         rendered = self._templates.get(key)
         if rendered is None:
             if len(self._templates) >= _MAX_TEMPLATES:
                 self._templates.clear()
-            rendered = self._templates[key] = render(path, stream, self.chunks)
+            rendered = self._templates[key] = render(endpoint, stream, self.chunks)
         return rendered
+
+
+def _model(where: UpstreamRoute, body: Mapping[str, object]) -> str:
+    """The model to echo: the one the path names (a deployment, Gemini's), else the body's."""
+    return where.model or str(body.get("model", "mock-model"))
 
 
 async def _read_request(reader: asyncio.StreamReader) -> MockRequest | None:
@@ -230,12 +251,14 @@ async def _read_request(reader: asyncio.StreamReader) -> MockRequest | None:
         parsed = json.loads(body) if body else None
     except (ValueError, RecursionError):
         parsed = None
+    path, _, query = target.partition("?")
     return MockRequest(
         method=method,
-        path=target.split("?", 1)[0],
+        path=path,
         headers=headers,
         body=body,
         json=parsed if isinstance(parsed, dict) else None,
+        query=query,
     )
 
 

@@ -16,6 +16,8 @@ class MockRequest:
     body: bytes
     json: dict[str, object] | None
     """The parsed body when it is a JSON object."""
+    query: str = ""
+    """The request target's query string, without the `?` (e.g. Azure's `api-version=...`)."""
 
     @property
     def stream(self) -> bool:

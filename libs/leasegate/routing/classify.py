@@ -28,13 +28,13 @@ never does (an `Observation` cannot even carry one).
 * not a health failure (`Classification.health_scope` is None). ** qualifies only for a hop to
 the model's declared `context_fallback` (leasegate.routing.fallback).
 
-Provider notes. OpenAI puts `insufficient_quota` in both `type` and `code` of a 429 and
-`model_not_found` in the code of a 404. Anthropic names the class in `type`
-(`authentication_error`, `permission_error`, `billing_error`, `not_found_error`,
-`overloaded_error` as a 529 or an `event: error`). OpenRouter's `code` is numeric and echoes an
-HTTP status (its peak-load refusal is `{"error": {"code": 502, ...}}` inside a 200 stream, and
-"no endpoints for this model" is a 404 with code 404), so a numeric in-stream code of 401, 402
-or 403 is read as account scope, and a 404 whose code echoes 404 as model-not-found.
+Which error identifiers mean a credential or billing fault, a missing model or an overload is
+the account's kind's to say (`ProviderKind.errors`, leasegate.providers); `classify` takes
+that vocabulary, by default the OpenAI-shaped family's (`COMMON_ERRORS`). OpenRouter's `code`
+is numeric and echoes an HTTP status (its peak-load refusal is `{"error": {"code": 502, ...}}`
+inside a 200 stream, and "no endpoints for this model" is a 404 with code 404), so a numeric
+in-stream code of 401, 402 or 403 is read as account scope, and a 404 whose code echoes 404 as
+model-not-found; Gemini's numeric codes are HTTP statuses too.
 
 `reason` is the most specific name available: a recognised code or type (e.g.
 `insufficient_quota`, `overloaded_error`, `model_not_found`), else `http-<status>` (an
@@ -44,40 +44,20 @@ in-stream numeric code counts as a status), else the observation kind.
 from __future__ import annotations
 
 from leasegate.core.observation import Classification, Observation
+from leasegate.providers import COMMON_ERRORS, ErrorVocabulary
 
-ACCOUNT_CODES = frozenset(
-    {
-        # OpenAI
-        "insufficient_quota",
-        "billing_hard_limit_reached",
-        "billing_not_active",
-        "invalid_api_key",
-        "account_deactivated",
-        "access_terminated",
-        "unsupported_country_region_territory",
-        # Anthropic error types
-        "billing_error",
-        "authentication_error",
-        "permission_error",
-        # OpenRouter and OpenAI-compatible servers
-        "insufficient_credits",
-        "payment_required",
-    }
-)
-MODEL_NOT_FOUND_CODES = frozenset(
-    {"model_not_found", "model_not_available", "not_found_error", "notfounderror"}
-)
 ACCOUNT_STATUSES = frozenset({401, 402, 403})
 MODEL_STATUSES = frozenset({408, 429})
 COOLDOWN_REFUSALS = frozenset({"model-cooling", "circuit-open"})
 
 
-def classify(observation: Observation) -> Classification:
+def classify(observation: Observation, errors: ErrorVocabulary = COMMON_ERRORS) -> Classification:
+    """`errors`: the vocabulary of the account's kind."""
     match observation.kind:
         case "response":
-            return _classify_response(observation)
+            return _classify_response(observation, errors)
         case "stream-error":
-            return _classify_stream_error(observation)
+            return _classify_stream_error(observation, errors)
         case "truncated":
             return Classification("in-stream-error", "model", True, "truncated")
         case "timeout":
@@ -97,7 +77,7 @@ def classify(observation: Observation) -> Classification:
             return Classification("refused", None, code in COOLDOWN_REFUSALS, code)
 
 
-def _classify_response(observation: Observation) -> Classification:
+def _classify_response(observation: Observation, errors: ErrorVocabulary) -> Classification:
     status = observation.status
     if status is not None and 200 <= status < 300:
         return Classification("success", None, False, None, resets_streak=True)
@@ -106,13 +86,13 @@ def _classify_response(observation: Observation) -> Classification:
         # the model's declared context_fallback (routing.fallback) may cite it
         return Classification("context-length-exceeded", "model", False, "context_length_exceeded")
     names = _error_names(observation)
-    if account_code := _first_in(names, ACCOUNT_CODES):
+    if account_code := _first_in(names, errors.account):
         return Classification("upstream-error", "account", True, account_code)
     status_reason = f"http-{status}" if status is not None else "http-unknown"
     if status in ACCOUNT_STATUSES:
         return Classification("upstream-error", "account", True, status_reason)
     if status == 404:
-        if found := _first_in(names, MODEL_NOT_FOUND_CODES):
+        if found := _first_in(names, errors.model_not_found):
             return Classification("upstream-error", "model", True, found)
         if _numeric_code(observation.error_code) == 404:
             return Classification("upstream-error", "model", True, "model-not-found")
@@ -120,13 +100,13 @@ def _classify_response(observation: Observation) -> Classification:
     if status is not None and 400 <= status < 500 and status not in MODEL_STATUSES:
         return Classification("upstream-error", None, False, status_reason)
     # 408, 429, 5xx and anything that is neither 2xx nor 4xx: the upstream's trouble
-    reason = "overloaded_error" if "overloaded_error" in names else status_reason
+    reason = _first_in(names, errors.overloaded) or status_reason
     return Classification("upstream-error", "model", True, reason)
 
 
-def _classify_stream_error(observation: Observation) -> Classification:
+def _classify_stream_error(observation: Observation, errors: ErrorVocabulary) -> Classification:
     names = _error_names(observation)
-    if account_code := _first_in(names, ACCOUNT_CODES):
+    if account_code := _first_in(names, errors.account):
         return Classification("in-stream-error", "account", True, account_code)
     numeric = _numeric_code(observation.error_code)
     if numeric in ACCOUNT_STATUSES:

@@ -11,7 +11,10 @@ from everything after it: past the pool timeout it is the gateway's refusal `Poo
 for a slow upstream. The relays own the first-token and idle deadlines of the body.
 
 The credential is attached here and nowhere else: it is held in a private per-account table
-of ready-made headers, never in a repr, a request object, or an exception this module raises.
+of ready-made headers (the account's kind says which: `ProviderKind.credential_headers`),
+never in a repr, a request object, or an exception this module raises. The kind also builds
+the upstream path (`ProviderKind.upstream_path`: a deployment, a model in the path, a query);
+each (account, endpoint, served model) URL is built once and kept.
 aiohttp measured ~15x cheaper per request than httpx's pool here (docs/performance.md).
 """
 
@@ -31,6 +34,7 @@ from pydantic import SecretStr
 from yarl import URL
 
 from leasegate.accounts import Account, Registry
+from leasegate.providers import Endpoint
 from leasegate.upstream.caller_headers import HeaderPairs, forwarded_headers
 from leasegate.upstream.deadlines import Deadlines, DeadlineSettings, deadlines_for
 from leasegate.upstream.errors import (
@@ -41,8 +45,6 @@ from leasegate.upstream.errors import (
     Unreachable,
     UpstreamError,
 )
-
-ANTHROPIC_VERSION = "2023-06-01"
 
 _CONNECT_S = 10.0
 # The headers deadline of the request being sent in this task, for the connector to restart
@@ -110,8 +112,9 @@ class UpstreamClients:
     ) -> None:
         self._pools: dict[str, _Pool] = {}
         self._fixed: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._defaults: dict[str, tuple[tuple[str, str], ...]] = {}
         self._deadlines: dict[str, Deadlines] = {}
-        self._urls: dict[tuple[str, str], URL] = {}
+        self._urls: dict[tuple[str, Endpoint, str | None], URL] = {}
         self._accounts: dict[str, Account] = {}
         self._pool_timeout_s = settings.upstream_pool_timeout_s
         self._default_size = settings.upstream_max_connections
@@ -120,6 +123,7 @@ class UpstreamClients:
             if credential is None:
                 continue
             self._fixed[account.id] = _auth_headers(account, credential)
+            self._defaults[account.id] = account.kind.default_headers()
             self._deadlines[account.id] = deadlines_for(account, settings)
             self._accounts[account.id] = account
 
@@ -140,24 +144,31 @@ class UpstreamClients:
     def build_request(
         self,
         account: Account,
-        path: str,
+        endpoint: Endpoint,
         body: bytes,
         caller_headers: HeaderPairs,
+        *,
+        served_model: str | None = None,
     ) -> UpstreamRequest:
-        """POST `account.base_url + path` with the caller's allow-listed headers (see
-        caller_headers.py) and the account's defaults; the credential is added by `send`."""
-        if account.id not in self._fixed:
+        """POST to the account's upstream path for `endpoint` (its kind builds it from the
+        served model) with the caller's allow-listed headers (see caller_headers.py) and the
+        kind's defaults; the credential is added by `send`."""
+        defaults = self._defaults.get(account.id)
+        if defaults is None:
             raise UnknownAccountError(f"no configured account {account.id!r}")
-        url = self._urls.get((account.id, path))
+        where = (account.id, endpoint, served_model)
+        url = self._urls.get(where)
         if url is None:
-            url = self._urls[(account.id, path)] = URL(account.base_url + path)
+            path = account.kind.upstream_path(endpoint, served_model or "", account.options)
+            url = self._urls[where] = URL(account.base_url + path)
         headers = [
             (name.decode("ascii"), value.decode("latin-1"))
             for name, value in forwarded_headers(caller_headers)
         ]
         names = {name for name, _ in headers}
-        if account.speaks_anthropic and "anthropic-version" not in names:
-            headers.append(("anthropic-version", ANTHROPIC_VERSION))
+        for name, value in defaults:
+            if name not in names:
+                headers.append((name, value))
         if "content-type" not in names:
             headers.append(("content-type", "application/json"))
         return UpstreamRequest(account.id, url, tuple(headers), body)
@@ -301,6 +312,4 @@ def _auth_headers(account: Account, credential: SecretStr) -> tuple[tuple[str, s
     # A control character would make the client raise with the header value in its message.
     if not secret or not secret.isascii() or not secret.isprintable() or " " in secret:
         raise ValueError(f"account {account.id!r}: the credential is not a valid header value")
-    if account.speaks_anthropic:
-        return (("x-api-key", secret),)
-    return (("authorization", "Bearer " + secret),)
+    return account.kind.credential_headers(secret)

@@ -27,7 +27,7 @@ from email.utils import parsedate_to_datetime
 
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
-from leasegate.upstream.context_length import context_length_exceeded
+from leasegate.providers import Wire, wire_named
 from leasegate.upstream.errors import (
     DroppedAfterSend,
     HeadersTimeout,
@@ -36,7 +36,6 @@ from leasegate.upstream.errors import (
     UpstreamError,
     UpstreamStalled,
 )
-from leasegate.upstream.payloads import error_fields_of
 from leasegate.upstream.sse import StreamScanner
 
 
@@ -100,10 +99,18 @@ def stream_observation(scanner: StreamScanner, status: int) -> Observation:
     return Observation(kind="response", status=status)
 
 
+_OPENAI = wire_named("openai")
+
+
 def response_observation(
-    status: int, headers: Mapping[str, str], body: bytes, now: datetime | None = None
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: datetime | None = None,
+    wire: Wire = _OPENAI,
 ) -> Observation:
-    """A complete response: a success, or an error status with its payload's identifiers."""
+    """A complete response: a success, or an error status with its payload's identifiers,
+    read by the endpoint's wire."""
     if status < 400:
         return Observation(kind="response", status=status)
     try:
@@ -112,24 +119,24 @@ def response_observation(
         obj = None
     if not isinstance(obj, dict):
         obj = {}
-    error_type, error_code = error_fields_of(obj)
+    error_type, error_code = wire.error_fields(obj)
     return Observation(
         kind="response",
         status=status,
         error_type=error_type,
         error_code=error_code,
         retry_after_s=retry_after_seconds(headers, now),
-        context_length=status < 500 and context_length_exceeded(obj),
+        context_length=status < 500 and wire.context_length(obj),
     )
 
 
-def error_fields(body: bytes) -> tuple[str | None, str | None]:
+def error_fields(body: bytes, wire: Wire = _OPENAI) -> tuple[str | None, str | None]:
     """(type, code) of an upstream error payload; (None, None) when it has neither."""
     try:
         obj = json.loads(body)
     except (ValueError, RecursionError):
         return None, None
-    return error_fields_of(obj) if isinstance(obj, dict) else (None, None)
+    return wire.error_fields(obj) if isinstance(obj, dict) else (None, None)
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:

@@ -2,9 +2,10 @@
 
 The proxy passes every chunk through unchanged and also feeds it here. The scanner never
 re-encodes anything and parses JSON only for the few events that can carry what it needs:
-each event's data is first searched (one compiled regex, in C) for a marker key (`"usage"`,
-`"error"`, `"finish_reason"` not followed by `null`, `message_stop`, ...), and only a hit is
-parsed and confirmed, so generated text that happens to contain a marker changes nothing.
+each event's data is first searched (the wire's one compiled regex, in C) for a marker key
+(`"usage"`, `"error"`, `"finish_reason"` not followed by `null`, `message_stop`, ...), and only
+a hit is parsed and confirmed, by the wire (`Wire.read_event`, leasegate.providers), so
+generated text that happens to contain a marker changes nothing.
 
 Malformed data is counted by shape (a JSON object must start with `{` and end with `}`), plus
 any event that passed the gate and failed to parse: a cheap check that catches cut or garbled
@@ -18,23 +19,10 @@ is not valid JSON (then every event is parsed once). A caller's SDK never sees t
 from __future__ import annotations
 
 import json
-import re
 
-from leasegate.upstream.payloads import (
-    Dialect,
-    StreamError,
-    Usage,
-    anthropic_usage,
-    error_fields_of,
-    merge_usage,
-    openai_usage,
-    responses_usage,
-    usage_from_body,
-)
+from leasegate.providers import StreamError, Usage, Wire, wire_named
 
 __all__ = [
-    "DIALECTS",
-    "Dialect",
     "StreamError",
     "StreamScanner",
     "Usage",
@@ -42,40 +30,20 @@ __all__ = [
     "usage_from_body",
 ]
 
-DIALECTS: tuple[Dialect, ...] = ("openai", "anthropic", "responses")
-
 _DONE = b"[DONE]"
 _ERROR_EVENT = b"error"
-# Events a provider sends as soon as a stream opens, before the model has produced anything:
-# they do not count as the first token.
-_PREAMBLE_EVENTS = frozenset(
-    {
-        b"message_start",
-        b"content_block_start",
-        b"ping",
-        b"response.created",
-        b"response.in_progress",
-        b"response.output_item.added",
-        b"response.content_part.added",
-    }
-)
 
-# One C-speed search per event decides whether it is worth parsing: a key that can carry an
-# error, a finish reason, usage or the end of the stream, and is not followed by `null`.
-_GATES = {
-    "openai": re.compile(rb'"(?:error|finish_reason|usage)"(?!\s*:\s*null)'),
-    "anthropic": re.compile(rb'"(?:error|message_start|message_delta|message_stop)"'),
-    "responses": re.compile(
-        rb'"(?:error|response\.completed|response\.incomplete|response\.failed)"(?!\s*:\s*null)'
-    ),
-}
+
+def _wire(wire: Wire | str) -> Wire:
+    return wire_named(wire) if isinstance(wire, str) else wire
 
 
 class StreamScanner:
     """Feed it the raw bytes of a stream in whatever pieces they arrive; read the results.
 
-    `completed`: OpenAI a non-null finish_reason or `[DONE]`; Anthropic `message_stop`;
-    responses `response.completed` (or `response.incomplete`, which also ends normally).
+    What each event means is the wire's to say (`Wire.read_event`, leasegate.providers):
+    `completed`: the answer ended normally (OpenAI a non-null finish_reason or `[DONE]`,
+    Anthropic `message_stop`, Gemini a `finishReason`, ...).
     `error`: the first error event (type and code only, never its message).
     `answering`: an event other than a stream-opening preamble has arrived (the first token,
     an error or the end): what the first-token deadline waits for.
@@ -83,24 +51,25 @@ class StreamScanner:
 
     __slots__ = (
         "_data",
+        "_done_completes",
         "_event",
         "_gate",
         "_partial",
         "_pending",
+        "_preamble",
         "answering",
         "completed",
-        "dialect",
         "drop_malformed",
         "error",
         "events",
         "malformed",
         "usage",
+        "wire",
     )
 
-    def __init__(self, dialect: Dialect, *, drop_malformed: bool = False) -> None:
-        if dialect not in DIALECTS:
-            raise ValueError(f"unknown SSE dialect {dialect!r}")
-        self.dialect: Dialect = dialect
+    def __init__(self, wire: Wire | str, *, drop_malformed: bool = False) -> None:
+        """`wire`: the endpoint's wire, or its name (ValueError for an unknown one)."""
+        self.wire = _wire(wire)
         self.drop_malformed = drop_malformed
         self._pending: list[bytes] = []
         """drop_malformed: the lines of the event not yet ended."""
@@ -110,7 +79,9 @@ class StreamScanner:
         self.answering = False
         self.malformed = 0
         self.events = 0
-        self._gate = _GATES[dialect].search
+        self._gate = self.wire.gate.search
+        self._preamble = self.wire.preamble_events
+        self._done_completes = self.wire.done_completes
         self._partial: list[bytes] = []
         self._data: list[bytes] = []
         self._event = b""
@@ -197,16 +168,16 @@ class StreamScanner:
         self._data = []
         event = self._event
         self.events += 1
-        if not self.answering and event not in _PREAMBLE_EVENTS:
+        if not self.answering and event not in self._preamble:
             self.answering = True
         if payload == _DONE:
-            if self.dialect != "anthropic":
+            if self._done_completes:
                 self.completed = True
             return True
         if not (payload.startswith(b"{") and payload.endswith(b"}")):
             self.malformed += 1
             if event == _ERROR_EVENT:
-                self._record_error(None, None)
+                self.record_error(None, None)
             return event == _ERROR_EVENT  # an error event still reaches the caller
         if event != _ERROR_EVENT and not self.drop_malformed and self._gate(payload) is None:
             return True
@@ -221,84 +192,27 @@ class StreamScanner:
 
     def _record(self, event: bytes, obj: dict[str, object]) -> None:
         if event == _ERROR_EVENT:
-            self._record_error(*error_fields_of(obj))
-        elif self.dialect == "openai":
-            self._openai(obj)
-        elif self.dialect == "anthropic":
-            self._anthropic(obj)
+            self.record_error(*self.wire.error_fields(obj))
         else:
-            self._responses(obj)
+            self.wire.read_event(self, event, obj)
 
-    def _record_error(self, type_: str | None, code: str | None) -> None:
+    def record_error(self, type_: str | None, code: str | None) -> None:
+        """Keep the first error of the stream (a wire's reader calls this)."""
         if self.error is None:
             self.error = StreamError(type_, code)
 
-    def _openai(self, obj: dict[str, object]) -> None:
-        if obj.get("error") is not None:
-            self._record_error(*error_fields_of(obj))
-        if not self.completed and _has_finish_reason(obj):
-            self.completed = True
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            self.usage = openai_usage(usage)
-
-    def _anthropic(self, obj: dict[str, object]) -> None:
-        kind = obj.get("type")
-        if kind == "error":
-            self._record_error(*error_fields_of(obj))
-        elif kind == "message_start":
-            message = obj.get("message")
-            usage = message.get("usage") if isinstance(message, dict) else None
-            if isinstance(usage, dict):
-                self.usage = merge_usage(self.usage, anthropic_usage(usage))
-        elif kind == "message_delta":
-            usage = obj.get("usage")
-            if isinstance(usage, dict):
-                self.usage = merge_usage(self.usage, anthropic_usage(usage))
-        elif kind == "message_stop":
-            self.completed = True
-
-    def _responses(self, obj: dict[str, object]) -> None:
-        kind = obj.get("type")
-        if kind == "error":
-            self._record_error(*error_fields_of(obj))
-            return
-        if kind not in ("response.completed", "response.incomplete", "response.failed"):
-            return
-        response = obj.get("response")
-        if not isinstance(response, dict):
-            return
-        usage = response.get("usage")
-        if isinstance(usage, dict):
-            self.usage = responses_usage(usage)
-        if kind == "response.failed":
-            self._record_error(*error_fields_of(response))
-        else:
-            self.completed = True
-
-
-def _has_finish_reason(obj: dict[str, object]) -> bool:
-    choices = obj.get("choices")
-    if not isinstance(choices, list):
-        return False
-    return any(isinstance(c, dict) and c.get("finish_reason") is not None for c in choices)
-
 
 def error_event(
-    dialect: Dialect, code: str, message: str, *, error_type: str = "api_error"
+    wire: Wire | str, code: str, message: str, *, error_type: str = "api_error"
 ) -> bytes:
-    """An SSE error event in the provider's own shape, so the caller's SDK raises on it.
+    """An SSE error event in the wire's own shape, so the caller's SDK raises on it.
 
     The gateway appends one when it must end a 200 stream early (an idle upstream, a drain).
     `message` goes to the caller: it must never carry a credential or upstream text.
     """
-    if dialect == "anthropic":
-        body = {"type": "error", "error": {"type": error_type, "code": code, "message": message}}
-        return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
-    error = {"type": error_type, "code": code, "message": message, "param": None}
-    if dialect == "responses":
-        # The responses SDK raises on `event: error` whose data has an `error` object; the
-        # top-level fields keep it a valid ResponseErrorEvent for clients that parse it.
-        event = {"type": "error", "code": code, "message": message, "param": None, "error": error}
-        return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
-    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+    return _wire(wire).error_event(code, message, error_type)
+
+
+def usage_from_body(wire: Wire | str, body: bytes) -> Usage:
+    """Usage of a non-streaming JSON answer; empty when the body says nothing usable."""
+    return _wire(wire).usage_from_body(body)

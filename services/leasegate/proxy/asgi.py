@@ -1,6 +1,7 @@
 """The data plane as a plain ASGI callable: no framework on a proxied request's path.
 
-`DataPlane` answers `POST` on the proxied endpoints itself (a dict lookup on the path) and
+`DataPlane` answers `POST` on the proxied endpoints itself (a dict lookup on the path; a
+path with the model in it is matched against the few templates after that) and
 hands everything else — `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, unknown paths,
 wrong methods, the lifespan — to the FastAPI app behind it, which keeps its validation, error
 envelopes and OpenAPI where they pay. The request body is read here once, behind the same
@@ -14,7 +15,7 @@ from typing import Any
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from leasegate.proxy.endpoints import ENDPOINTS, Endpoint
+from leasegate.providers import ENDPOINTS, Endpoint
 from leasegate.proxy.forward import ClientGone, forward
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.web.body_limit import BodyLimitMiddleware
@@ -25,18 +26,20 @@ class ProxiedEndpoint:
     It is served behind `BodyLimitMiddleware` (size cap and body idle deadline), whose
     refusals `forward` records like any other."""
 
-    __slots__ = ("endpoint", "runtime")
+    __slots__ = ("endpoint", "model_in_path", "runtime")
 
     def __init__(self, runtime: ProxyRuntime, endpoint: Endpoint) -> None:
         self.runtime = runtime
         self.endpoint = endpoint
+        self.model_in_path = endpoint.model_in_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def body() -> bytes:
             return await _read_body(receive)
 
+        path_model = self.endpoint.model_of(scope["path"]) if self.model_in_path else None
         try:
-            app = await forward(self.runtime, self.endpoint, scope["headers"], body)
+            app = await forward(self.runtime, self.endpoint, scope["headers"], body, path_model)
         except ClientGone:
             return  # the caller went away while sending its body; its row is queued
         await app(scope, receive, send)
@@ -67,12 +70,16 @@ class DataPlane:
         self._bypass = bypass
         settings = runtime.settings
         self._bare = {e.path: ProxiedEndpoint(runtime, e) for e in ENDPOINTS}
-        self.endpoints: dict[str, ASGIApp] = {
+        limited: dict[str, ASGIApp] = {
             path: BodyLimitMiddleware(
                 app, max_bytes=settings.max_body_bytes, idle_timeout_s=settings.body_idle_timeout_s
             )
             for path, app in self._bare.items()
         }
+        self.endpoints = {e.path: limited[e.path] for e in ENDPOINTS if not e.model_in_path}
+        """Exact paths (the model in the body)."""
+        self.templates = tuple((e, limited[e.path]) for e in ENDPOINTS if e.model_in_path)
+        """Paths with the model in them, tried after the exact ones."""
 
     @property
     def state(self) -> Any:
@@ -86,8 +93,14 @@ class DataPlane:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._bypass and scope["type"] == "http" and scope["method"] == "POST":
-            app = self.endpoints.get(scope["path"])
+            app = self.endpoints.get(scope["path"]) or self._template(scope["path"])
             if app is not None:
                 await app(scope, receive, send)
                 return
         await self.rest(scope, receive, send)
+
+    def _template(self, path: str) -> ASGIApp | None:
+        for endpoint, app in self.templates:
+            if endpoint.model_of(path) is not None:
+                return app
+        return None

@@ -10,8 +10,8 @@ from leasegate.core.observation import Classification, Observation
 from leasegate.core.ports.health import Admitted
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.core.text import MODEL_NAME_MAX, safe_optional
+from leasegate.providers import COMMON_ERRORS, ErrorVocabulary, Usage
 from leasegate.proxy.tracing import RequestTrace
-from leasegate.upstream.sse import Usage
 
 
 @dataclass(slots=True)
@@ -34,6 +34,8 @@ class Attempt:
     """Set while this attempt holds a request slot on that account."""
     feeds_health: bool = True
     """False for an endpoint that is not a completion (see Endpoint.completion)."""
+    errors: ErrorVocabulary = COMMON_ERRORS
+    """The error vocabulary of the key's account's kind (what classifies its failures)."""
     finished: bool = False
     """Its row is queued or written: `ProxyRuntime.finish` has run."""
     trace: RequestTrace | None = None

@@ -12,6 +12,9 @@ with a message that names the field and never echoes its value. Parsing is stric
   surrogate (`leasegate.core.text`), so that the evidence row can always be written;
 - `stream`, when present, must be a boolean.
 
+An endpoint with the model in its path (Gemini's) reads neither field: the body must be a JSON
+object, and the path's model is held to the same rules as `model`.
+
 Duplicate keys are harmless: the last one wins and the body is re-encoded, so the upstream
 reads exactly what the proxy checked.
 """
@@ -40,6 +43,18 @@ def check_content_type(content_type: str | None) -> None:
 
 def parse_body(raw: bytes) -> ProxyBody:
     """The body as a JSON object with a valid `model` (and `stream`, if any)."""
+    body = parse_object(raw)
+    model = body.get("model")
+    if not isinstance(model, str):
+        raise GatewayError("invalid-request", "the body needs a string 'model'")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise GatewayError("invalid-request", "'stream' must be a boolean")
+    return ProxyBody(body, model, stream)
+
+
+def parse_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object (an endpoint with the model in its path reads no field)."""
     try:
         text = raw.decode("utf-8")
         body: Any = json.loads(text, parse_constant=_no_constant)
@@ -49,13 +64,7 @@ def parse_body(raw: bytes) -> ProxyBody:
         raise GatewayError("invalid-request", "the body is not valid UTF-8 JSON") from None
     if not isinstance(body, dict):
         raise GatewayError("invalid-request", "the body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str):
-        raise GatewayError("invalid-request", "the body needs a string 'model'")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise GatewayError("invalid-request", "'stream' must be a boolean")
-    return ProxyBody(body, model, stream)
+    return body
 
 
 def model_problem(model: str) -> GatewayError | None:

@@ -19,9 +19,16 @@ from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import Cooldown
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
+from leasegate.providers import Endpoint
 from leasegate.proxy.attempt import Attempt
-from leasegate.proxy.body import check_content_type, encode_body, model_problem, parse_body
-from leasegate.proxy.endpoints import Endpoint
+from leasegate.proxy.body import (
+    ProxyBody,
+    check_content_type,
+    encode_body,
+    model_problem,
+    parse_body,
+    parse_object,
+)
 from leasegate.proxy.keys import KeyRefused, presented_key
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
@@ -42,10 +49,15 @@ Body = Callable[[], Awaitable[bytes]]
 
 
 async def forward(
-    runtime: ProxyRuntime, endpoint: Endpoint, headers: list[tuple[bytes, bytes]], body: Body
+    runtime: ProxyRuntime,
+    endpoint: Endpoint,
+    headers: list[tuple[bytes, bytes]],
+    body: Body,
+    path_model: str | None = None,
 ) -> ASGIApp:
     """The ASGI app that answers this request: a relay of the upstream's answer, or a
-    refusal. `headers`: the ASGI scope's (lower-case names)."""
+    refusal. `headers`: the ASGI scope's (lower-case names); `path_model`: the model the
+    path names, for an endpoint with the model in its path."""
     clock = runtime.clock
     attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
     attempt.feeds_health = endpoint.completion
@@ -62,7 +74,9 @@ async def forward(
         key, account = await in_step(trace, "proxy.admit", admit)
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
-        payload = await _rewrite_body(runtime, content_type, body, attempt, key)
+        payload = await _rewrite_body(
+            runtime, content_type, body, attempt, key, endpoint, path_model
+        )
         await runtime.spend.check(key)
         await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
         if (capacity := account.request_capacity) is not None:  # else nothing is counted
@@ -82,7 +96,9 @@ async def forward(
         )
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
         return refusal_response(unavailable, attempt.request_id, attempt.key)
-    upstream_request = runtime.clients.build_request(account, endpoint.path, payload, pairs)
+    upstream_request = runtime.clients.build_request(
+        account, endpoint, payload, pairs, served_model=key.served_model
+    )
     if account.propagate_trace and trace is None:
         upstream_request = with_headers(upstream_request, caller_trace_headers(pairs))
     try:
@@ -125,7 +141,8 @@ async def _admit_key(
     account = runtime.registry.account(key.account_id)
     if account is None or not account.configured:
         raise GatewayError("account-disabled", "the key's account is not available")
-    if not endpoint.served_by(account):
+    attempt.errors = account.kind.errors
+    if not account.kind.serves(endpoint):
         raise GatewayError(
             "endpoint-not-served", f"{endpoint.path} is not served by the key's account"
         )
@@ -135,7 +152,8 @@ async def _admit_key(
 def _wanted_headers(
     headers: list[tuple[bytes, bytes]],
 ) -> tuple[str | None, str | None, str | None]:
-    """(authorization, x-api-key, content-type) in one pass over the raw headers."""
+    """(authorization, x-api-key, content-type) in one pass over the raw headers; Google's
+    SDKs send the key as `x-goog-api-key`, taken as `x-api-key`."""
     authorization = x_api_key = content_type = None
     for name, value in headers:
         if name == b"authorization":
@@ -144,14 +162,24 @@ def _wanted_headers(
             x_api_key = value.decode("latin-1")
         elif name == b"content-type":
             content_type = value.decode("latin-1")
+        elif name == b"x-goog-api-key" and x_api_key is None:
+            x_api_key = value.decode("latin-1")
     return authorization, x_api_key, content_type
 
 
 async def _rewrite_body(
-    runtime: ProxyRuntime, content_type: str | None, read: Body, attempt: Attempt, key: KeyRecord
+    runtime: ProxyRuntime,
+    content_type: str | None,
+    read: Body,
+    attempt: Attempt,
+    key: KeyRecord,
+    endpoint: Endpoint,
+    path_model: str | None,
 ) -> bytes:
     """The body to send upstream, `model` set to the served name (always re-encoded: the
-    upstream reads exactly what was checked, duplicate keys included)."""
+    upstream reads exactly what was checked, duplicate keys included). For an endpoint with
+    the model in its path, the path's model is checked and the body left as it is (the kind
+    puts the served name in the upstream path)."""
     check_content_type(content_type)
     try:
         raw = await read()
@@ -159,7 +187,10 @@ async def _rewrite_body(
         raise GatewayError("invalid-request", too_large.detail, status=413) from None
     except BodyReadTimeout as timed_out:
         raise GatewayError("request-timeout", timed_out.detail) from None
-    body = parse_body(raw)
+    if path_model is None:
+        body = parse_body(raw)
+    else:
+        body = ProxyBody(parse_object(raw), path_model, endpoint.always_streams)
     attempt.requested_model = body.model  # the row keeps a safe copy (Attempt.evidence)
     attempt.stream = body.stream
     if (refusal := model_problem(body.model)) is not None:
@@ -170,7 +201,8 @@ async def _rewrite_body(
         # a key minted for a model's context_fallback also takes the original model's name,
         # so a worker that keeps sending it reaches the larger window unchanged
         raise GatewayError("model-not-permitted", "this key may not call that model")
-    body.fields["model"] = key.served_model
+    if path_model is None:
+        body.fields["model"] = key.served_model
     return encode_body(body.fields)
 
 

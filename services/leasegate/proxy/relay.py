@@ -27,8 +27,8 @@ from starlette.types import Message, Receive, Scope, Send
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.observation import Observation
 from leasegate.core.records import KeyRecord
+from leasegate.providers import Endpoint
 from leasegate.proxy.attempt import Attempt
-from leasegate.proxy.endpoints import Endpoint
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamResponse
@@ -39,7 +39,7 @@ from leasegate.upstream.failures import (
     stream_failure,
     stream_observation,
 )
-from leasegate.upstream.sse import StreamScanner, error_event, usage_from_body
+from leasegate.upstream.sse import StreamScanner
 
 log = logging.getLogger("leasegate.proxy")
 
@@ -135,10 +135,13 @@ class BufferedRelay(_Relay):
                     else GatewayError("upstream-unreachable", "the upstream connection failed")
                 )
             else:
-                observation = response_observation(upstream.status, upstream.headers, body)
+                wire = self._endpoint.wire
+                observation = response_observation(
+                    upstream.status, upstream.headers, body, wire=wire
+                )
                 if upstream.is_success:
-                    attempt.usage = usage_from_body(self._endpoint.dialect, body)
-            if qualifies(observation):
+                    attempt.usage = wire.usage_from_body(body)
+            if qualifies(observation, attempt):
                 # the row is durable before the caller can cite it in a hop
                 await _close_and_finish(runtime, attempt, upstream, observation)
             await runtime.release_slot(attempt)
@@ -166,7 +169,7 @@ class StreamRelay(_Relay):
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
         account = runtime.registry.account(attempt.key.account_id) if attempt.key else None
         drop = account is None or not account.pass_malformed_events
-        scanner = StreamScanner(self._endpoint.dialect, drop_malformed=drop)
+        scanner = StreamScanner(self._endpoint.wire, drop_malformed=drop)
         observation = Observation("client-abort", status=upstream.status)
         task = asyncio.current_task()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task))
@@ -253,7 +256,7 @@ class StreamRelay(_Relay):
     async def _finish_first(self, scanner: StreamScanner, observation: Observation) -> None:
         """End the attempt now if this failure qualifies for a hop: its row is then durable
         before the caller sees the failure. Shielded: a disconnect must not lose the row."""
-        if not qualifies(observation):
+        if not qualifies(observation, self._attempt):
             return
         self._attempt.usage = scanner.usage
         self._attempt.malformed_chunks = scanner.malformed
@@ -274,12 +277,12 @@ class StreamRelay(_Relay):
             await send({"type": "http.response.body", "body": rest, "more_body": True})
 
     async def _append_error(self, send: Send, code: str, message: str) -> None:
-        event = error_event(self._endpoint.dialect, code, message)
+        event = self._endpoint.wire.error_event(code, message)
         await send({"type": "http.response.body", "body": event, "more_body": True})
 
 
-def qualifies(observation: Observation) -> bool:
-    return classify(observation).qualifying
+def qualifies(observation: Observation, attempt: Attempt) -> bool:
+    return classify(observation, attempt.errors).qualifying
 
 
 async def _close_and_finish(

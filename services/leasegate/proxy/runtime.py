@@ -70,7 +70,7 @@ class ProxyRuntime:
 
     async def _end(self, attempt: Attempt, observation: Observation) -> EvidenceRow:
         await self.release_slot(attempt)
-        classification = classify(observation)
+        classification = classify(observation, attempt.errors)
         ended = self.clock.monotonic()
         cost = self.spend.cost(attempt.key, attempt.usage)
         row = attempt.evidence(observation, classification, ended, cost)

@@ -17,6 +17,7 @@ from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.records import KeyRecord
+from leasegate.providers import Usage
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.spend import (
     Budget,
@@ -29,7 +30,6 @@ from leasegate.spend import (
     spent_of,
     tenant_total_id,
 )
-from leasegate.upstream.sse import Usage
 
 _DAY_S = 86_400.0
 

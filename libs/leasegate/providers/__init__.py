@@ -1,0 +1,50 @@
+"""Provider kinds behind one small interface (pure: no I/O).
+
+`ProviderKind` and `Wire` are the seam (base.py); each kind lives in its own module, and
+`KINDS` (kinds.py) names them all. The accounts file, the proxy, the failure classifier and
+the demo upstream ask a kind or a wire; none of them names a provider.
+"""
+
+from leasegate.providers.base import (
+    EXAMPLE_MODEL,
+    Endpoint,
+    ErrorVocabulary,
+    Example,
+    OptionError,
+    ProviderKind,
+    StreamError,
+    StreamFacts,
+    UpstreamRoute,
+    Usage,
+    Wire,
+)
+from leasegate.providers.common import COMMON_ERRORS
+from leasegate.providers.kinds import (
+    ENDPOINTS,
+    KINDS,
+    WIRES,
+    kind_named,
+    upstream_route,
+    wire_named,
+)
+
+__all__ = [
+    "COMMON_ERRORS",
+    "ENDPOINTS",
+    "EXAMPLE_MODEL",
+    "KINDS",
+    "WIRES",
+    "Endpoint",
+    "ErrorVocabulary",
+    "Example",
+    "OptionError",
+    "ProviderKind",
+    "StreamError",
+    "StreamFacts",
+    "UpstreamRoute",
+    "Usage",
+    "Wire",
+    "kind_named",
+    "upstream_route",
+    "wire_named",
+]

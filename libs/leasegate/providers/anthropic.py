@@ -1,0 +1,193 @@
+"""Anthropic's Messages API: the `anthropic` kind and its wire.
+
+Endpoints: `/v1/messages` and `/v1/messages/count_tokens` (no completion: never fed to
+health). The credential goes as `x-api-key`, with `anthropic-version` when the caller sent
+none. Usage is reported in two steps in a stream (`message_start`, then `message_delta`; the
+later wins), cached tokens beside the input; a stream ends with `message_stop` (`[DONE]` is
+not Anthropic's) and fails with `event: error` (e.g. `overloaded_error`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+from leasegate.providers.base import (
+    EXAMPLE_MODEL,
+    Endpoint,
+    Example,
+    ProviderKind,
+    StreamFacts,
+    UpstreamRoute,
+    Usage,
+    Wire,
+    count,
+    exact_route,
+)
+from leasegate.providers.common import (
+    CACHED_TOKENS,
+    COMMON_ERRORS,
+    INPUT_TOKENS,
+    context_length_exceeded,
+    dump,
+    error_fields_of,
+    event,
+    family_error_body,
+    text,
+    word,
+)
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def anthropic_usage(usage: Mapping[str, object]) -> Usage:
+    return Usage(
+        input_tokens=count(usage.get("input_tokens")),
+        output_tokens=count(usage.get("output_tokens")),
+        cache_read_input_tokens=count(usage.get("cache_read_input_tokens")),
+        cache_creation_input_tokens=count(usage.get("cache_creation_input_tokens")),
+    )
+
+
+def merge_usage(earlier: Usage, later: Usage) -> Usage:
+    """Anthropic reports in two steps (message_start, then message_delta): later wins."""
+    return Usage(
+        input_tokens=_first(later.input_tokens, earlier.input_tokens),
+        output_tokens=_first(later.output_tokens, earlier.output_tokens),
+        cache_read_input_tokens=_first(
+            later.cache_read_input_tokens, earlier.cache_read_input_tokens
+        ),
+        cache_creation_input_tokens=_first(
+            later.cache_creation_input_tokens, earlier.cache_creation_input_tokens
+        ),
+    )
+
+
+def _first(a: int | None, b: int | None) -> int | None:
+    return a if a is not None else b
+
+
+class MessagesWire(Wire):
+    name = "anthropic"
+    gate = re.compile(rb'"(?:error|message_start|message_delta|message_stop)"')
+    preamble_events = frozenset({b"message_start", b"content_block_start", b"ping"})
+
+    def usage(self, body: Mapping[str, object]) -> Usage:
+        usage = body.get("usage")
+        return anthropic_usage(usage) if isinstance(usage, dict) else Usage()
+
+    def read_event(self, facts: StreamFacts, event: bytes, obj: dict[str, object]) -> None:
+        kind = obj.get("type")
+        if kind == "error":
+            facts.record_error(*error_fields_of(obj))
+        elif kind == "message_start":
+            message = obj.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if isinstance(usage, dict):
+                facts.usage = merge_usage(facts.usage, anthropic_usage(usage))
+        elif kind == "message_delta":
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                facts.usage = merge_usage(facts.usage, anthropic_usage(usage))
+        elif kind == "message_stop":
+            facts.completed = True
+
+    def error_fields(self, obj: Mapping[str, object]) -> tuple[str | None, str | None]:
+        return error_fields_of(obj)
+
+    def context_length(self, obj: Mapping[str, object]) -> bool:
+        return context_length_exceeded(obj)
+
+    def error_event(self, code: str, message: str, error_type: str = "api_error") -> bytes:
+        body = {"type": "error", "error": {"type": error_type, "code": code, "message": message}}
+        return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
+
+    def example(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
+        if endpoint is COUNT_TOKENS:
+            return Example(dump({"input_tokens": INPUT_TOKENS}).encode())
+        if stream:
+            return Example(None, tuple(_stream(n)))
+        return Example(dump(_message(n, streaming=False)).encode())
+
+    def example_error_body(self, status: int) -> bytes:
+        return family_error_body(status)
+
+    def example_error_event(self) -> bytes:
+        error = {"type": "overloaded_error", "message": "Overloaded"}
+        return event("error", {"type": "error", "error": error})
+
+
+WIRE = MessagesWire()
+MESSAGES = Endpoint("/v1/messages", WIRE)
+COUNT_TOKENS = Endpoint("/v1/messages/count_tokens", WIRE, streams=False, completion=False)
+
+
+class Anthropic(ProviderKind):
+    name = "anthropic"
+    endpoints = (MESSAGES, COUNT_TOKENS)
+    errors = COMMON_ERRORS
+    input_includes_cache = False
+
+    def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
+        return (("x-api-key", secret),)
+
+    def default_headers(self) -> tuple[tuple[str, str], ...]:
+        return (("anthropic-version", ANTHROPIC_VERSION),)
+
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        return {}
+
+    def served_problem(self, served_model: str) -> str | None:
+        return None  # the served name travels in the body
+
+    def upstream_path(
+        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
+    ) -> str:
+        return endpoint.path
+
+    def upstream_route(self, path: str) -> UpstreamRoute | None:
+        return exact_route(self.endpoints, path)
+
+
+def _message(n: int, streaming: bool) -> dict[str, object]:
+    return {
+        "id": "msg_mock",
+        "type": "message",
+        "role": "assistant",
+        "model": EXAMPLE_MODEL,
+        "content": [] if streaming else [{"type": "text", "text": text(n)}],
+        "stop_reason": None if streaming else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": INPUT_TOKENS,
+            "output_tokens": 1 if streaming else n,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": CACHED_TOKENS,
+        },
+    }
+
+
+def _stream(n: int) -> list[bytes]:
+    block = {"type": "text", "text": ""}
+    chunks = [
+        event("message_start", {"type": "message_start", "message": _message(n, True)}),
+        event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": block},
+        ),
+        event("ping", {"type": "ping"}),
+    ]
+    for i in range(n):
+        delta = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": word(i)},
+        }
+        chunks.append(event("content_block_delta", delta))
+    chunks.append(event("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    end = {"stop_reason": "end_turn", "stop_sequence": None}
+    delta_event = {"type": "message_delta", "delta": end, "usage": {"output_tokens": n}}
+    chunks.append(event("message_delta", delta_event))
+    chunks.append(event("message_stop", {"type": "message_stop"}))
+    return chunks

@@ -1,0 +1,80 @@
+"""Azure OpenAI: the `azure-openai` kind.
+
+Callers speak OpenAI's wire to the proxy (`/v1/chat/completions`, `/v1/completions`,
+`/v1/embeddings`, the model in the body); the proxy sends each request to the account's
+deployment: `{base_url}/openai/deployments/{deployment}/chat/completions?api-version=...`.
+The deployment is the served model name (`models:` maps requested names to deployments), the
+`api-version` is the account's `api_version` (default `DEFAULT_API_VERSION`), and the
+credential goes in an `api-key` header. Bodies, streams and errors are OpenAI's; Azure names a
+missing deployment `DeploymentNotFound` (a 404: model scope).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from urllib.parse import quote
+
+from leasegate.providers import openai
+from leasegate.providers.base import (
+    Endpoint,
+    ErrorVocabulary,
+    OptionError,
+    ProviderKind,
+    UpstreamRoute,
+)
+from leasegate.providers.common import COMMON_ERRORS
+
+DEFAULT_API_VERSION = "2024-10-21"
+_API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
+_DEPLOYMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_PREFIX = "/openai/deployments/"
+_OPERATIONS = {
+    openai.CHAT: "/chat/completions",
+    openai.COMPLETIONS: "/completions",
+    openai.EMBEDDINGS: "/embeddings",
+}
+
+
+class AzureOpenAI(ProviderKind):
+    name = "azure-openai"
+    endpoints = tuple(_OPERATIONS)
+    errors = ErrorVocabulary(
+        account=COMMON_ERRORS.account,
+        model_not_found=COMMON_ERRORS.model_not_found | {"deploymentnotfound"},
+        overloaded=COMMON_ERRORS.overloaded,
+    )
+    input_includes_cache = True
+    option_fields = frozenset({"api_version"})
+
+    def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
+        return (("api-key", secret),)
+
+    def default_headers(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        version = entry.get("api_version", DEFAULT_API_VERSION)
+        if not isinstance(version, str) or not _API_VERSION.fullmatch(version):
+            raise OptionError("api_version", "must be a date such as 2024-10-21 (or -preview)")
+        return {"api_version": version}
+
+    def served_problem(self, served_model: str) -> str | None:
+        if _DEPLOYMENT.fullmatch(served_model):
+            return None
+        return "the served name is the deployment: letters, digits, '.', '_', '-' (≤ 64)"
+
+    def upstream_path(
+        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
+    ) -> str:
+        version = quote(options.get("api_version", DEFAULT_API_VERSION), safe="")
+        return f"{_PREFIX}{served_model}{_OPERATIONS[endpoint]}?api-version={version}"
+
+    def upstream_route(self, path: str) -> UpstreamRoute | None:
+        if not path.startswith(_PREFIX):
+            return None
+        deployment, _, operation = path[len(_PREFIX) :].partition("/")
+        for endpoint, suffix in _OPERATIONS.items():
+            if "/" + operation == suffix and deployment:
+                return UpstreamRoute(endpoint, deployment)
+        return None

@@ -1,0 +1,274 @@
+"""The provider seam: what a provider kind is, as one small typed interface.
+
+A *kind* (`ProviderKind`) is what an account's `provider:` names. It says which endpoints its
+accounts serve, how its credential is sent, which account fields it adds, how the upstream
+path is built from the served model, how its error identifiers are classified, and how the
+demo upstream recognises a request meant for it.
+
+A *wire* (`Wire`) is the shape of bodies and events on a family of endpoints, shared by the
+kinds that speak it (the OpenAI chat shape is spoken by four kinds): where usage is in a body
+and in a stream's events, what ends a stream, how an error payload names itself, how an error
+event the gateway appends is rendered, and what a typical answer looks like (the demo
+upstream serves it).
+
+Both are abstract base classes in the manner of httpx's transport base: a few class
+attributes and abstract methods; a kind that leaves a part out cannot be instantiated. Every
+object here is pure (no I/O) and built once per process; the proxy resolves an account's kind
+at start-up, so none of this costs a look-up per request beyond one attribute read.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+import orjson
+
+EXAMPLE_MODEL = "__mock_model__"
+"""The placeholder model name in a wire's examples (the demo upstream substitutes the
+request's model, JSON-quoted, for the quoted placeholder)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them; None where it reported nothing."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """The first error event of a stream: identifiers only, never the message."""
+
+    type: str | None
+    code: str | None
+
+
+class StreamFacts(Protocol):
+    """What a wire's event reader writes to while a stream goes by (the scanner)."""
+
+    usage: Usage
+    completed: bool
+
+    def record_error(self, type_: str | None, code: str | None) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A typical answer with `EXAMPLE_MODEL` in it: a whole body, or a stream's events."""
+
+    body: bytes | None
+    chunks: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorVocabulary:
+    """Which error identifiers (an error's code or type, lower-cased) mean what.
+
+    `account`: a credential, billing or quota fault, whatever the status (account scope);
+    `model_not_found`: a 404 naming a missing model (model scope, qualifying);
+    `overloaded`: used as the reason of a 408/429/5xx instead of `http-<status>`.
+    """
+
+    account: frozenset[str]
+    model_not_found: frozenset[str]
+    overloaded: frozenset[str] = frozenset()
+
+
+class OptionError(ValueError):
+    """An account field of a kind is wrong: names the field; the message is the why."""
+
+    def __init__(self, field_name: str, why: str) -> None:
+        super().__init__(why)
+        self.field_name = field_name
+
+
+class Wire(ABC):
+    """The shape of bodies and events on one family of endpoints."""
+
+    name: ClassVar[str]
+    gate: ClassVar[re.Pattern[bytes]]
+    """One C-speed search per stream event decides whether it is parsed at all: a key that
+    can carry usage, an error or the end of the answer."""
+    preamble_events: ClassVar[frozenset[bytes]] = frozenset()
+    """Event names a stream opens with before the model has produced anything."""
+    done_completes: ClassVar[bool] = False
+    """Whether `data: [DONE]` ends the answer normally."""
+
+    @abstractmethod
+    def usage(self, body: Mapping[str, object]) -> Usage:
+        """Usage of a parsed non-streaming answer (empty where it says nothing usable)."""
+
+    @abstractmethod
+    def read_event(self, facts: StreamFacts, event: bytes, obj: dict[str, object]) -> None:
+        """Record what one parsed stream event says (usage, an error, the end)."""
+
+    @abstractmethod
+    def error_fields(self, obj: Mapping[str, object]) -> tuple[str | None, str | None]:
+        """(type, code) of an error payload or error event: identifiers only."""
+
+    @abstractmethod
+    def context_length(self, obj: Mapping[str, object]) -> bool:
+        """Whether an error payload says the request exceeded the model's context window."""
+
+    @abstractmethod
+    def error_event(self, code: str, message: str, error_type: str = "api_error") -> bytes:
+        """An SSE error event in this wire's own shape, so the caller's SDK raises on it.
+        `message` goes to the caller: it must never carry a credential or upstream text."""
+
+    @abstractmethod
+    def example(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
+        """A typical answer on `endpoint` with `n` content pieces (the demo upstream's)."""
+
+    @abstractmethod
+    def example_error_body(self, status: int) -> bytes:
+        """A typical error payload for `status` in this wire's shape."""
+
+    @abstractmethod
+    def example_error_event(self) -> bytes:
+        """A typical in-stream error of the upstream itself (with `EXAMPLE_MODEL`, if any)."""
+
+    def usage_from_body(self, body: bytes) -> Usage:
+        """Usage of a non-streaming JSON answer; empty when the body is not a JSON object."""
+        try:
+            obj = orjson.loads(body)  # depth-limited in C: no RecursionError to fear
+        except orjson.JSONDecodeError:
+            return Usage()
+        return self.usage(obj) if isinstance(obj, dict) else Usage()
+
+
+MODEL_SLOT = "{model}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Endpoint:
+    """A caller-facing endpoint. Compared by identity: each is defined once, by its wire's
+    module, and listed by every kind that serves it.
+
+    `path` is exact, or a template with `{model}` where the model is in the path (Gemini's
+    `/v1beta/models/{model}:generateContent`); otherwise the model is the body's `model`.
+    """
+
+    path: str
+    wire: Wire
+    streams: bool = True
+    """The answer may be a stream (the body's `stream: true`, or `always_streams`)."""
+    completion: bool = True
+    """False for a call that produces no completion (token counting): its outcome is
+    recorded as evidence but never fed to the health store."""
+    always_streams: bool = False
+    """The path itself asks for a stream (no `stream` field in the body)."""
+    prefix: str = field(init=False)
+    suffix: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        prefix, slot, suffix = self.path.partition(MODEL_SLOT)
+        object.__setattr__(self, "prefix", prefix if slot else self.path)
+        object.__setattr__(self, "suffix", suffix)
+
+    @property
+    def model_in_path(self) -> bool:
+        return self.prefix != self.path
+
+    def model_of(self, path: str) -> str | None:
+        """The model named by `path` for a template endpoint; None when `path` is not one of
+        its paths (or names no model)."""
+        if not (path.startswith(self.prefix) and path.endswith(self.suffix)):
+            return None
+        model = path[len(self.prefix) : len(path) - len(self.suffix)]
+        return model if model and "/" not in model else None
+
+    def with_model(self, model: str) -> str:
+        return self.prefix + model + self.suffix if self.model_in_path else self.path
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamRoute:
+    """An upstream path recognised by a kind (the demo upstream's question)."""
+
+    endpoint: Endpoint
+    model: str | None
+    """The model the path names, when it names one (a deployment, Gemini's model)."""
+
+
+class ProviderKind(ABC):
+    """One kind of provider account: everything the gateway knows about it."""
+
+    name: ClassVar[str]
+    endpoints: ClassVar[tuple[Endpoint, ...]]
+    """The caller-facing endpoints its accounts serve (others: `endpoint-not-served`)."""
+    errors: ClassVar[ErrorVocabulary]
+    input_includes_cache: ClassVar[bool]
+    """Its input token count already contains the cached tokens (OpenAI, Gemini), or counts
+    them beside it (Anthropic): how a price is applied (leasegate.spend)."""
+    option_fields: ClassVar[frozenset[str]] = frozenset()
+    """Account fields of this kind beyond the common ones (e.g. Azure's `api_version`)."""
+
+    @abstractmethod
+    def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
+        """The headers that carry the account's credential (the only place it goes)."""
+
+    @abstractmethod
+    def default_headers(self) -> tuple[tuple[str, str], ...]:
+        """Headers sent when the caller sent none by that name (e.g. `anthropic-version`)."""
+
+    @abstractmethod
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        """This kind's own fields of an accounts-file entry, checked (raises `OptionError`)."""
+
+    @abstractmethod
+    def served_problem(self, served_model: str) -> str | None:
+        """Why `served_model` cannot be sent to this kind (it goes into a path), or None."""
+
+    @abstractmethod
+    def upstream_path(
+        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
+    ) -> str:
+        """The path (and query) appended to the account's base URL for `endpoint`."""
+
+    @abstractmethod
+    def upstream_route(self, path: str) -> UpstreamRoute | None:
+        """Which of its endpoints an upstream path is (the inverse of `upstream_path`)."""
+
+    def __init__(self) -> None:
+        self._served = frozenset(self.endpoints)
+
+    def serves(self, endpoint: Endpoint) -> bool:
+        """Whether its accounts serve `endpoint` (one set look-up, by identity)."""
+        return endpoint in self._served
+
+
+def count(value: object) -> int | None:
+    """A token count, if `value` is one (a non-negative int, not a bool)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+
+
+def identifier(value: object) -> str | None:
+    """A provider's error type or code, if it looks like one (numeric codes become strings).
+
+    Anything else (free text, nested objects) is dropped: it could carry prompt text.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
+        return value
+    return None
+
+
+def exact_route(endpoints: tuple[Endpoint, ...], path: str) -> UpstreamRoute | None:
+    """The endpoint whose exact path is `path` (kinds whose upstream paths are their own)."""
+    for endpoint in endpoints:
+        if endpoint.path == path:
+            return UpstreamRoute(endpoint, None)
+    return None

@@ -1,0 +1,148 @@
+"""What the OpenAI-shaped family shares: error payloads, their vocabulary, context-length
+recognizers, and the helpers every wire's examples are written with.
+
+OpenAI, OpenRouter, OpenAI-compatible servers (vLLM, ...) and Anthropic name their errors in
+one of a few related shapes, and an OpenAI-compatible upstream may answer in any of them, so
+the kinds of this family read every shape and share one vocabulary (`COMMON_ERRORS`).
+
+Only short identifiers leave this module (`type`, `code`, a yes/no); an error's message text
+never does, so nothing a provider echoes back from a prompt can end up in an evidence row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from leasegate.providers.base import ErrorVocabulary, identifier
+
+COMMON_ERRORS = ErrorVocabulary(
+    account=frozenset(
+        {
+            # OpenAI
+            "insufficient_quota",
+            "billing_hard_limit_reached",
+            "billing_not_active",
+            "invalid_api_key",
+            "account_deactivated",
+            "access_terminated",
+            "unsupported_country_region_territory",
+            # Anthropic error types
+            "billing_error",
+            "authentication_error",
+            "permission_error",
+            # OpenRouter and OpenAI-compatible servers
+            "insufficient_credits",
+            "payment_required",
+        }
+    ),
+    model_not_found=frozenset(
+        {"model_not_found", "model_not_available", "not_found_error", "notfounderror"}
+    ),
+    overloaded=frozenset({"overloaded_error"}),
+)
+"""OpenAI puts `insufficient_quota` in both `type` and `code` of a 429 and `model_not_found` in
+the code of a 404. Anthropic names the class in `type` (`authentication_error`,
+`permission_error`, `billing_error`, `not_found_error`, `overloaded_error` as a 529 or an
+`event: error`). OpenRouter's `code` is numeric and echoes an HTTP status."""
+
+
+def error_fields_of(obj: Mapping[str, object]) -> tuple[str | None, str | None]:
+    """(type, code) of an error payload or event, in any of the family's shapes.
+
+    OpenAI `{"error": {type, code}}`, OpenRouter `{"error": {"code": 429}}`, Anthropic
+    `{"type": "error", "error": {"type": ...}}`, the responses API's `{"type": "error",
+    "code": ...}` and vLLM-style `{"object": "error", "type": ..., "code": ...}`.
+    """
+    error = obj.get("error")
+    if isinstance(error, dict):
+        return identifier(error.get("type")), identifier(error.get("code"))
+    if obj.get("object") == "error":
+        return identifier(obj.get("type")), identifier(obj.get("code"))
+    if obj.get("type") == "error":
+        return None, identifier(obj.get("code"))
+    return None, None
+
+
+# Context length. One recognizer per provider, each a pure function of the parsed error
+# object; where a provider has no code for it, a fixed phrase of its message is matched (the
+# message itself is never kept):
+#     OpenAI       400, error.code "context_length_exceeded"
+#     Anthropic    400, error.type "invalid_request_error", message "prompt is too long: ..."
+#     OpenRouter   400, numeric error.code 400, message "This endpoint's maximum context
+#                  length is N tokens. However, you requested about M tokens..."
+
+_OPENAI_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+
+
+def error_of(obj: Mapping[str, object]) -> Mapping[str, object] | None:
+    error = obj.get("error")
+    return error if isinstance(error, Mapping) else None
+
+
+def message_of(error: Mapping[str, object]) -> str:
+    message = error.get("message")
+    return message.lower() if isinstance(message, str) else ""
+
+
+def openai_context_length(obj: Mapping[str, object]) -> bool:
+    error = error_of(obj)
+    return error is not None and error.get("code") in _OPENAI_CODES
+
+
+def anthropic_context_length(obj: Mapping[str, object]) -> bool:
+    error = error_of(obj)
+    if error is None or error.get("type") != "invalid_request_error":
+        return False
+    return message_of(error).startswith("prompt is too long")
+
+
+def openrouter_context_length(obj: Mapping[str, object]) -> bool:
+    error = error_of(obj)
+    if error is None or error.get("code") not in (400, "400"):
+        return False
+    return "maximum context length" in message_of(error)
+
+
+def context_length_exceeded(obj: Mapping[str, object]) -> bool:
+    """Any shape of the family (an account's kind does not fix the shape: an OpenAI-compatible
+    upstream may answer in any of them)."""
+    return (
+        openai_context_length(obj)
+        or anthropic_context_length(obj)
+        or openrouter_context_length(obj)
+    )
+
+
+# The examples' building blocks.
+
+INPUT_TOKENS = 12
+CACHED_TOKENS = 4
+CREATED = 1_767_225_600
+_WORDS = ("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
+
+
+def dump(obj: object) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def word(i: int) -> str:
+    return _WORDS[i % len(_WORDS)]
+
+
+def text(n: int) -> str:
+    return "".join(word(i) for i in range(n))
+
+
+def data(obj: object) -> bytes:
+    return f"data: {dump(obj)}\n\n".encode()
+
+
+def event(name: str, obj: object) -> bytes:
+    return f"event: {name}\ndata: {dump(obj)}\n\n".encode()
+
+
+def family_error_body(status: int) -> bytes:
+    """An OpenAI-shaped error payload for the examples."""
+    error = {"type": "mock_error", "code": f"http_{status}", "message": f"mock status {status}"}
+    return json.dumps({"error": error}).encode()

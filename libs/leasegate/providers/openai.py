@@ -1,0 +1,229 @@
+"""OpenAI and the kinds that speak its wire as it is: `openai`, `openrouter`,
+`openai-compatible`.
+
+Endpoints: `/v1/chat/completions`, `/v1/completions`, `/v1/embeddings` (the chat wire,
+defined here) and `/v1/responses` (leasegate.providers.responses), sent to the same path under
+the account's base URL. The credential goes as `Authorization: Bearer`.
+
+The chat wire: usage is the body's `usage` (`prompt_tokens`, `completion_tokens`,
+`prompt_tokens_details.cached_tokens`, cached tokens counted inside the input); a stream ends
+with a non-null `finish_reason` or `data: [DONE]`, and fails with an `error` object in a data
+event (OpenRouter's mid-stream refusal) or an `event: error`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+from leasegate.providers import responses
+from leasegate.providers.base import (
+    EXAMPLE_MODEL,
+    Endpoint,
+    Example,
+    ProviderKind,
+    StreamFacts,
+    UpstreamRoute,
+    Usage,
+    Wire,
+    count,
+    exact_route,
+)
+from leasegate.providers.common import (
+    CACHED_TOKENS,
+    COMMON_ERRORS,
+    CREATED,
+    INPUT_TOKENS,
+    context_length_exceeded,
+    data,
+    dump,
+    error_fields_of,
+    family_error_body,
+    text,
+    word,
+)
+
+
+def openai_usage(usage: Mapping[str, object]) -> Usage:
+    details = usage.get("prompt_tokens_details")
+    return Usage(
+        input_tokens=count(usage.get("prompt_tokens")),
+        output_tokens=count(usage.get("completion_tokens")),
+        cache_read_input_tokens=(
+            count(details.get("cached_tokens")) if isinstance(details, dict) else None
+        ),
+    )
+
+
+class ChatWire(Wire):
+    name = "openai"
+    gate = re.compile(rb'"(?:error|finish_reason|usage)"(?!\s*:\s*null)')
+    done_completes = True
+
+    def usage(self, body: Mapping[str, object]) -> Usage:
+        usage = body.get("usage")
+        return openai_usage(usage) if isinstance(usage, dict) else Usage()
+
+    def read_event(self, facts: StreamFacts, event: bytes, obj: dict[str, object]) -> None:
+        if obj.get("error") is not None:
+            facts.record_error(*error_fields_of(obj))
+        if not facts.completed and _has_finish_reason(obj):
+            facts.completed = True
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            facts.usage = openai_usage(usage)
+
+    def error_fields(self, obj: Mapping[str, object]) -> tuple[str | None, str | None]:
+        return error_fields_of(obj)
+
+    def context_length(self, obj: Mapping[str, object]) -> bool:
+        return context_length_exceeded(obj)
+
+    def error_event(self, code: str, message: str, error_type: str = "api_error") -> bytes:
+        error = {"type": error_type, "code": code, "message": message, "param": None}
+        return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+
+    def example(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
+        if endpoint is EMBEDDINGS:
+            return Example(_embeddings())
+        legacy = endpoint is COMPLETIONS
+        if stream:
+            return Example(None, tuple(_stream(n, legacy)))
+        return Example(_completion(n) if legacy else _chat(n))
+
+    def example_error_body(self, status: int) -> bytes:
+        return family_error_body(status)
+
+    def example_error_event(self) -> bytes:
+        """OpenRouter's mid-stream refusal: an error object in a chunk."""
+        return data(
+            {
+                "id": "gen-mock",
+                "object": "chat.completion.chunk",
+                "created": CREATED,
+                "model": EXAMPLE_MODEL,
+                "error": {"code": 502, "message": "Provider returned error"},
+                "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+            }
+        )
+
+
+def _has_finish_reason(obj: dict[str, object]) -> bool:
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        return False
+    return any(isinstance(c, dict) and c.get("finish_reason") is not None for c in choices)
+
+
+WIRE = ChatWire()
+CHAT = Endpoint("/v1/chat/completions", WIRE)
+COMPLETIONS = Endpoint("/v1/completions", WIRE)
+EMBEDDINGS = Endpoint("/v1/embeddings", WIRE, streams=False)
+
+
+class OpenAI(ProviderKind):
+    name = "openai"
+    endpoints = (CHAT, COMPLETIONS, EMBEDDINGS, responses.RESPONSES)
+    errors = COMMON_ERRORS
+    input_includes_cache = True
+
+    def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", "Bearer " + secret),)
+
+    def default_headers(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        return {}
+
+    def served_problem(self, served_model: str) -> str | None:
+        return None  # the served name travels in the body
+
+    def upstream_path(
+        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
+    ) -> str:
+        return endpoint.path
+
+    def upstream_route(self, path: str) -> UpstreamRoute | None:
+        return exact_route(self.endpoints, path)
+
+
+class OpenRouter(OpenAI):
+    """OpenRouter (`https://openrouter.ai/api`): OpenAI's wire, numeric error codes."""
+
+    name = "openrouter"
+
+
+class OpenAICompatible(OpenAI):
+    """Any server that speaks OpenAI's wire (vLLM, llama.cpp, LiteLLM, ...)."""
+
+    name = "openai-compatible"
+
+
+def _usage(n: int) -> dict[str, object]:
+    return {
+        "prompt_tokens": INPUT_TOKENS,
+        "completion_tokens": n,
+        "total_tokens": INPUT_TOKENS + n,
+        "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS},
+    }
+
+
+def _chat(n: int) -> bytes:
+    message = {"role": "assistant", "content": text(n)}
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+    return dump(
+        {
+            "id": "chatcmpl-mock",
+            "object": "chat.completion",
+            "created": CREATED,
+            "model": EXAMPLE_MODEL,
+            "choices": [choice],
+            "usage": _usage(n),
+        }
+    ).encode()
+
+
+def _stream(n: int, legacy: bool) -> list[bytes]:
+    kind = "text_completion" if legacy else "chat.completion.chunk"
+    head = {"id": "chatcmpl-mock", "object": kind, "created": CREATED, "model": EXAMPLE_MODEL}
+
+    def choice(i: int, finish: str | None) -> dict[str, object]:
+        piece = word(i) if finish is None else ""
+        if legacy:
+            return {"index": 0, "text": piece, "logprobs": None, "finish_reason": finish}
+        delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    chunks = [data({**head, "choices": [choice(i, None)], "usage": None}) for i in range(n)]
+    chunks.append(data({**head, "choices": [choice(n, "stop")], "usage": None}))
+    chunks.append(data({**head, "choices": [], "usage": _usage(n)}))
+    chunks.append(b"data: [DONE]\n\n")
+    return chunks
+
+
+def _completion(n: int) -> bytes:
+    choice = {"index": 0, "text": text(n), "logprobs": None, "finish_reason": "stop"}
+    return dump(
+        {
+            "id": "cmpl-mock",
+            "object": "text_completion",
+            "created": CREATED,
+            "model": EXAMPLE_MODEL,
+            "choices": [choice],
+            "usage": _usage(n),
+        }
+    ).encode()
+
+
+def _embeddings() -> bytes:
+    vector = [round(0.125 * (i - 4), 3) for i in range(8)]
+    return dump(
+        {
+            "object": "list",
+            "data": [{"object": "embedding", "index": 0, "embedding": vector}],
+            "model": EXAMPLE_MODEL,
+            "usage": {"prompt_tokens": INPUT_TOKENS, "total_tokens": INPUT_TOKENS},
+        }
+    ).encode()

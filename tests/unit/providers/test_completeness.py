@@ -1,0 +1,189 @@
+"""Every registered provider kind implements every part of the seam, and its behaviour table
+(tests/unit/providers/test_<its module>.py) covers usage, in-stream errors, error
+classification and the error event the gateway appends, on every wire it speaks."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from types import ModuleType
+
+import pytest
+
+from leasegate.providers import KINDS, Endpoint, ErrorVocabulary, ProviderKind, Wire
+from leasegate.providers.common import INPUT_TOKENS
+from leasegate.routing.classify import classify
+from leasegate.upstream.failures import response_observation, stream_observation
+from leasegate.upstream.sse import StreamScanner
+from tests.unit.providers.tables import BodyUsage, Classified, Rendered, StreamReading
+
+NAMES = list(KINDS)
+
+
+def table_module(kind: ProviderKind) -> ModuleType | None:
+    """The kind's test module (named after its module); None when there is none."""
+    module = type(kind).__module__.rsplit(".", 1)[-1]
+    try:
+        return importlib.import_module(f"tests.unit.providers.test_{module}")
+    except ModuleNotFoundError:
+        return None
+
+
+def rows(table: str) -> list[tuple[str, object]]:
+    found: list[tuple[str, object]] = []
+    for name in NAMES:
+        module = table_module(KINDS[name])
+        found.extend((name, row) for row in getattr(module, table, []))
+    return found
+
+
+def scan(wire: Wire, stream: bytes) -> StreamScanner:
+    scanner = StreamScanner(wire)
+    scanner.feed(stream)
+    scanner.close()
+    return scanner
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_kind_has_a_table_for_every_part_of_every_wire(name: str) -> None:
+    kind = KINDS[name]
+    module = table_module(kind)
+    assert module is not None, f"no tests/unit/providers/test_<module>.py for kind {name!r}"
+    assert name in module.COVERS
+    usage: list[BodyUsage] = module.USAGE
+    streams: list[StreamReading] = module.STREAMS
+    classified: list[Classified] = module.CLASSIFIED
+    rendered: list[Rendered] = module.RENDERED
+    wires = {e.wire for e in kind.endpoints}
+    streaming = {e.wire for e in kind.endpoints if e.streams}
+    assert wires <= {row.endpoint.wire for row in usage}
+    assert streaming <= {row.endpoint.wire for row in streams}
+    assert streaming <= {row.endpoint.wire for row in rendered}
+    assert any(row.error is not None for row in streams)
+    classes = {(row.status is None, row.scope, row.qualifying) for row in classified}
+    # a credential fault, a model fault, the caller's fault, and an error inside a stream
+    assert {(False, "account", True), (False, "model", True), (False, None, False)} <= classes
+    assert any(row.status is None for row in classified)
+    endpoints = [
+        *(row.endpoint for row in usage),
+        *(row.endpoint for row in streams),
+        *(row.endpoint for row in classified),
+        *(row.endpoint for row in rendered),
+    ]
+    for endpoint in endpoints:
+        assert kind.serves(endpoint), (name, endpoint.path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_kind_implements_every_part(name: str) -> None:
+    kind = KINDS[name]
+    assert kind.name == name
+    assert kind.endpoints
+    assert isinstance(kind.errors, ErrorVocabulary)
+    assert isinstance(kind.input_includes_cache, bool)
+    credential = kind.credential_headers("sk-seam-test")
+    assert [value for _, value in credential if "sk-seam-test" in value]
+    defaults = {header for header, _ in kind.default_headers()}
+    assert not defaults & {header for header, _ in credential}
+    options = kind.options({})
+    assert set(options) <= kind.option_fields
+    assert kind.served_problem("model-1") is None
+    for endpoint in kind.endpoints:
+        upstream = kind.upstream_path(endpoint, "model-1", options)
+        route = kind.upstream_route(upstream.partition("?")[0])
+        assert route is not None, upstream
+        assert route.endpoint is endpoint
+        assert route.model in (None, "model-1")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_wire_of_every_kind_reads_its_own_examples(name: str) -> None:
+    """The demo upstream serves a wire's examples; the gateway reads them back."""
+    kind = KINDS[name]
+    for endpoint in kind.endpoints:
+        wire = endpoint.wire
+        body = wire.example(endpoint, False, 3).body
+        if endpoint.completion and not endpoint.always_streams:
+            assert body is not None
+            assert wire.usage_from_body(body).input_tokens == INPUT_TOKENS
+        if endpoint.streams:
+            chunks = wire.example(endpoint, True, 3).chunks
+            whole = scan(wire, b"".join(chunks))
+            assert whole.completed
+            assert whole.error is None
+            assert whole.usage.input_tokens == INPUT_TOKENS
+            failed = scan(wire, chunks[0] + wire.example_error_event())
+            assert failed.error is not None
+            observation = stream_observation(failed, 200)
+            assert classify(observation, kind.errors).outcome == "in-stream-error"
+        observation = response_observation(429, {}, wire.example_error_body(429), wire=wire)
+        assert classify(observation, kind.errors).scope == "model"
+        observation = response_observation(401, {}, wire.example_error_body(401), wire=wire)
+        assert classify(observation, kind.errors).scope == "account"
+
+
+def _ids(row: tuple[str, object]) -> str:
+    name, item = row
+    endpoint: Endpoint = getattr(item, "endpoint")  # noqa: B009 - every table row has one
+    return f"{name}:{endpoint.path}"
+
+
+@pytest.mark.parametrize("row", rows("USAGE"), ids=_ids)
+def test_usage_table(row: tuple[str, BodyUsage]) -> None:
+    _, case = row
+    assert case.endpoint.wire.usage_from_body(case.body) == case.usage
+
+
+@pytest.mark.parametrize("row", rows("STREAMS"), ids=_ids)
+def test_stream_table(row: tuple[str, StreamReading]) -> None:
+    _, case = row
+    scanner = scan(case.endpoint.wire, case.stream)
+    assert (scanner.usage, scanner.completed, scanner.error) == (
+        case.usage,
+        case.completed,
+        case.error,
+    )
+    # the same stream cut anywhere reads the same
+    pieces = StreamScanner(case.endpoint.wire)
+    for i in range(0, len(case.stream), 7):
+        pieces.feed(case.stream[i : i + 7])
+    pieces.close()
+    assert (pieces.usage, pieces.completed, pieces.error) == (
+        scanner.usage,
+        scanner.completed,
+        scanner.error,
+    )
+
+
+@pytest.mark.parametrize("row", rows("CLASSIFIED"), ids=_ids)
+def test_classification_table(row: tuple[str, Classified]) -> None:
+    name, case = row
+    wire = case.endpoint.wire
+    if case.status is None:
+        observation = stream_observation(scan(wire, case.payload), 200)
+    else:
+        observation = response_observation(case.status, {}, case.payload, wire=wire)
+    got = classify(observation, KINDS[name].errors)
+    assert (got.outcome, got.scope, got.qualifying, got.reason) == (
+        case.outcome,
+        case.scope,
+        case.qualifying,
+        case.reason,
+    )
+
+
+@pytest.mark.parametrize("row", rows("RENDERED"), ids=_ids)
+def test_appended_error_event_table(row: tuple[str, Rendered]) -> None:
+    """The event the gateway appends is in the wire's own shape, and its own scanner reads
+    it as an error carrying the gateway's code."""
+    _, case = row
+    wire = case.endpoint.wire
+    raw = wire.error_event(case.code, "the upstream stalled")
+    lines = raw.decode().strip("\n").split("\n")
+    event = lines[0].removeprefix("event: ") if lines[0].startswith("event: ") else None
+    assert raw.endswith(b"\n\n")
+    assert event == case.event
+    assert json.loads(lines[-1].removeprefix("data: ")) == case.data
+    scanner = scan(wire, raw)
+    assert scanner.error is not None
+    assert scanner.error.code == case.code
