@@ -37,7 +37,8 @@ class Tenants(WireModel):
     tenants: tuple[Tenant, ...]
     revision: int
     chain: ChainStatus
-    currency: str
+    currency: str | None
+    """The accounts file's `currency`; null when it names none."""
 
 
 class TenantRead(Tenant):
@@ -45,7 +46,8 @@ class TenantRead(Tenant):
 
     revision: int
     chain: ChainStatus
-    currency: str
+    currency: str | None
+    """The accounts file's `currency`; null when it names none."""
 
 
 class TenantBudgetChanged(TenantRead):

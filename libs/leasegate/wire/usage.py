@@ -33,7 +33,8 @@ class UsageReport(WireModel):
     since: Instant
     until: Instant
     group_by: tuple[str, ...]
-    currency: str
+    currency: str | None
+    """The accounts file's `currency`; null when it names none."""
     usage: tuple[UsageGroup, ...]
     next_offset: int | None
     """The next page's offset; null on the last page."""
