@@ -24,8 +24,14 @@ from tests.fixtures.servers import leasegate_process
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 EXAMPLES_PER_OPERATION = 25
-HELD_5XX = {"no-eligible-account", "account-state-unavailable", "audit-chain-corrupt"}
-"""Held 503s a valid request can get here (documented per route); `unavailable` is not
+HELD_5XX = {
+    "no-eligible-account",
+    "account-state-unavailable",
+    "audit-chain-corrupt",
+    "fallback-lineage-unknown",
+}
+"""Held 503s a valid request can get here (documented per route): a generated mint that cites
+a well-formed decision id nobody recorded is `fallback-lineage-unknown`. `unavailable` is not
 among them: the stores are up, so it would be a bug."""
 
 

@@ -6,9 +6,11 @@ another fails here, not in a caller's hands."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import fields, replace
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 from leasegate.audit import ACCOUNT_STATE, TENANT_BUDGET, AuditRecord
 from leasegate.audit.chain import canonical
@@ -21,6 +23,7 @@ from leasegate.db.models.evidence import EvidenceRecordRow
 from leasegate.wire import AccountStateRecord, TenantBudgetRecord
 from tests.fixtures.evidence import evidence_row
 
+API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 T0 = datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
 BUDGET_FIELDS = {"tenant", "period", "max_tokens", "max_cost"}
 
@@ -49,6 +52,18 @@ def test_every_evidence_column_is_on_the_row_the_view_and_the_client() -> None:
     assert {f.name for f in fields(EvidenceRow)} == columns
     assert set(evidence_view(_every_field_set()).model_dump(mode="json")) == columns
     assert set(ClientEvidence.model_fields) == columns
+
+
+def test_every_evidence_column_is_documented() -> None:
+    section = API_DOC.read_text(encoding="utf-8").split("## Terminal evidence", 1)[1]
+    table = section.split("\n\n| what happened", 1)[0]
+    documented = {
+        name
+        for line in table.splitlines()
+        if line.startswith("| `")
+        for name in re.findall(r"`([a-z_]+)`", line.split("|")[1])
+    }
+    assert sorted(_columns() - documented) == []
 
 
 def test_an_evidence_row_reaches_the_client_with_every_value() -> None:
