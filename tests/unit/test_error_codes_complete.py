@@ -72,6 +72,7 @@ def _forwarders(modules: list[ast.Module]) -> dict[str, tuple[int, str]]:
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
             params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+            params = [p for p in params if p not in ("self", "cls")]  # not in a call's args
             for call in ast.walk(function):
                 if not (isinstance(call, ast.Call) and _name(call) == "GatewayError"):
                     continue
@@ -81,6 +82,34 @@ def _forwarders(modules: list[ast.Module]) -> dict[str, tuple[int, str]]:
     return found
 
 
+def _assigned(node: ast.Assign) -> set[str]:
+    names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+    codes: set[str] = set()
+    if isinstance(node.value, ast.Dict) and any(n.endswith("_CODES") for n in names):
+        codes = set().union(*(_literals(value) for value in node.value.values))
+    if any(n.endswith("Code") for n in names):  # BlockCode = Literal[...]
+        codes |= _literals(node.value)
+    return codes
+
+
+def _passed(call: ast.Call, forwarders: dict[str, tuple[int, str]]) -> set[str]:
+    name = _name(call)
+    codes: set[str] = set()
+    if name == "GatewayError" and call.args:
+        codes |= _literals(call.args[0])
+    if name == "PassOver" and len(call.args) > 1:
+        codes |= _literals(call.args[1])
+    if name in forwarders:
+        position, parameter = forwarders[name]
+        if len(call.args) > position:
+            codes |= _literals(call.args[position])
+        codes |= {v for k in call.keywords if k.arg == parameter for v in _literals(k.value)}
+    for keyword in call.keywords:
+        if keyword.arg is not None and (keyword.arg == "code" or keyword.arg.endswith("_code")):
+            codes |= _literals(keyword.value)
+    return codes
+
+
 def raised_codes() -> set[str]:
     modules = list(_modules())
     forwarders = _forwarders(modules)
@@ -88,33 +117,9 @@ def raised_codes() -> set[str]:
     for module in modules:
         for node in ast.walk(module):
             if isinstance(node, ast.Assign):
-                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-                if isinstance(node.value, ast.Dict) and any(n.endswith("_CODES") for n in names):
-                    for value in node.value.values:
-                        codes |= _literals(value)
-                if any(n.endswith("Code") for n in names):  # BlockCode = Literal[...]
-                    codes |= _literals(node.value)
-            if not isinstance(node, ast.Call):
-                continue
-            name = _name(node)
-            if name == "GatewayError" and node.args:
-                codes |= _literals(node.args[0])
-            if name == "PassOver" and len(node.args) > 1:
-                codes |= _literals(node.args[1])
-            if name in forwarders:
-                position, parameter = forwarders[name]
-                # a method's `self` is not in the call's arguments
-                shift = 1 if isinstance(node.func, ast.Attribute) and position > 0 else 0
-                if len(node.args) > position - shift >= 0:
-                    codes |= _literals(node.args[position - shift])
-                codes |= {
-                    v for k in node.keywords if k.arg == parameter for v in _literals(k.value)
-                }
-            for keyword in node.keywords:
-                if keyword.arg is not None and (
-                    keyword.arg == "code" or keyword.arg.endswith("_code")
-                ):
-                    codes |= _literals(keyword.value)
+                codes |= _assigned(node)
+            elif isinstance(node, ast.Call):
+                codes |= _passed(node, forwarders)
     return codes
 
 
