@@ -169,3 +169,22 @@ async def test_the_openapi_document_lists_every_route_with_its_refusals(gateway:
     for operations in paths.values():
         for operation in operations.values():
             assert "400" in operation["responses"]
+
+
+async def test_the_openapi_document_describes_every_answer_body(gateway: Gateway) -> None:
+    """Every success that has a body names its wire model (`leasegate.wire`), so a client
+    generated from the document reads what the control plane really sends."""
+    document = (await gateway.client.get(f"{gateway.url}/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+    for path, operations in document["paths"].items():
+        if not path.startswith("/control/v2"):
+            continue
+        for method, operation in operations.items():
+            for status, response in operation["responses"].items():
+                if not status.startswith("2") or status == "204":
+                    continue
+                schema = response["content"]["application/json"]["schema"]
+                name = schema["$ref"].rsplit("/", 1)[-1]
+                assert schemas[name]["properties"], (method, path, status)
+    mint = document["paths"]["/control/v2/keys"]["post"]["responses"]
+    assert {"200", "201"} <= set(mint)  # a replay answers 200 with the same body

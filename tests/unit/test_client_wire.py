@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from leasegate.client import (
     GatewayRefusal,
     Held,
+    ProtocolError,
     ProxyFailure,
     Rejected,
     classify_failure,
@@ -38,7 +40,7 @@ def test_the_envelope_becomes_a_typed_refusal() -> None:
         "no-eligible-account",
         12.5,
     )
-    assert refusal.passed_over == (PassOver("a", "model-cooling"),)
+    assert refusal.passed_over == (PassOver(account_id="a", code="model-cooling"),)
     assert (refusal.cooldown_scope, refusal.mint_decision_id) == ("model", "md_1")
 
 
@@ -94,12 +96,21 @@ def test_transport_failures_and_stream_errors_hop() -> None:
 
 def test_an_account_without_a_request_ceiling_reads_no_in_flight_count() -> None:
     # the control plane counts request slots only under a ceiling and reports null otherwise
-    base = {"provider": "openai", "configured": True, "admin_state": "enabled"}
+    base = {
+        "provider": "openai",
+        "configured": True,
+        "admin_state": "enabled",
+        "health": "healthy",
+        "cooling_models": [],
+        "circuit": {"open": False, "until": None, "reason": None},
+        "lease_capacity": None,
+        "spend_today": {"requests": 0, "input_tokens": 0, "output_tokens": 0, "cost": None},
+    }
     body = {
         "accounts": [
-            {**base, "id": "free", "health": "healthy", "leases_held": 1,
+            {**base, "id": "free", "leases_held": 1,
              "requests_in_flight": None, "request_capacity": None},
-            {**base, "id": "slots", "health": "healthy", "leases_held": 0,
+            {**base, "id": "slots", "leases_held": 0,
              "requests_in_flight": 3, "request_capacity": 5},
         ],
         "revision": 0,
@@ -108,6 +119,12 @@ def test_an_account_without_a_request_ceiling_reads_no_in_flight_count() -> None
     free, slots = parse.accounts(body).accounts
     assert (free.requests_in_flight, free.request_capacity) == (None, None)
     assert (slots.requests_in_flight, slots.request_capacity) == (3, 5)
+
+
+def test_an_incomplete_answer_is_a_protocol_error() -> None:
+    op = wire.accounts()
+    with pytest.raises(ProtocolError):
+        wire.outcome(op, 200, {}, b'{"accounts": [{"id": "a"}], "revision": 0, "chain": "ok"}')
 
 
 def test_transient_failures_are_those_where_nothing_reached_the_caller() -> None:

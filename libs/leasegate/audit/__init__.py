@@ -15,7 +15,6 @@ from leasegate.audit.chain import (
 )
 from leasegate.audit.fold import (
     KNOWN_STATES,
-    AdminState,
     ChainVerdict,
     extend,
     fold,
@@ -28,7 +27,6 @@ __all__ = [
     "GENESIS",
     "KNOWN_STATES",
     "TENANT_BUDGET",
-    "AdminState",
     "Anchor",
     "AuditRecord",
     "BudgetFields",

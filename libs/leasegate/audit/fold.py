@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from leasegate.audit.chain import (
     ACCOUNT_STATE,
@@ -40,13 +40,12 @@ from leasegate.audit.chain import (
     signature_valid,
 )
 from leasegate.core.ports.witness import Witness
+from leasegate.core.records import AdminState
 from leasegate.spend import PERIODS, Period, TenantBudget
 from leasegate.spend.prices import parse_amount
 
 ChainStatus = Literal["ok", "absent", "corrupt"]
-AdminState = Literal["enabled", "disabled", "draining"]
-
-KNOWN_STATES: frozenset[str] = frozenset({"enabled", "disabled", "draining"})
+KNOWN_STATES: frozenset[str] = frozenset(get_args(AdminState))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ import httpx
 from leasegate.client import wire
 from leasegate.client.errors import ControlUnreachable
 from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
-from leasegate.client.wire import AdminState, Operation
+from leasegate.client.wire import Operation
+from leasegate.core.records import AdminState
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0

@@ -11,16 +11,16 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 from leasegate.client import parse
 from leasegate.client.errors import GatewayRefusal, Held, ProtocolError, Rejected
 from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
+from leasegate.core.records import AdminState
 
 T = TypeVar("T")
 PREFIX = "/control/v2"
-AdminState = Literal["enabled", "disabled", "draining"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +181,7 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
         retry_after = retry_after_header(headers)
     try:
         passed = parse.passed_over(error.get("passed_over"))
-    except (KeyError, TypeError):
+    except ValueError:  # pydantic's ValidationError: an odd envelope still raises its refusal
         passed = ()
     return (kind or GatewayRefusal)(
         status,

@@ -27,6 +27,8 @@ Outcome = Literal[
     "context-length-exceeded",
 ]
 Scope = Literal["model", "account"]
+AdminState = Literal["enabled", "disabled", "draining"]
+"""An account's administrative state, set by operators on the audit chain."""
 
 
 @dataclass(frozen=True, slots=True)

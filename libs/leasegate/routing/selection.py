@@ -19,11 +19,11 @@ from typing import Literal
 from leasegate.accounts import Candidate
 from leasegate.core.errors import PassOver
 from leasegate.core.ports.health import HealthSnapshot
+from leasegate.core.records import AdminState
 from leasegate.routing.health import health_block
 
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
 
-AdminState = Literal["enabled", "disabled", "draining"]
 
 @dataclass(frozen=True, slots=True)
 class Facts:

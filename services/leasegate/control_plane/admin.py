@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header
 
-from leasegate.audit import ACCOUNT_STATE, AuditRecord
-from leasegate.control_plane.accounts import accounts_view
+from leasegate.audit import AuditRecord
+from leasegate.control_plane.accounts import account_read, accounts_view
 from leasegate.control_plane.overlay import StateChange
 from leasegate.control_plane.paths import known_id
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import StateBody
-from leasegate.control_plane.tenants import budget_record_view
-from leasegate.core.clock import iso
+from leasegate.control_plane.views import record_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import KeyRecord
 from leasegate.web.auth import Caller, require_admin
+from leasegate.wire import AccountStateChanged, AuditReport
 
 
 def admin_router(runtime: ControlRuntime) -> APIRouter:
@@ -31,7 +31,7 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
         account_id: str,
         body: StateBody,
         authorization: Annotated[str | None, Header()] = None,
-    ) -> dict[str, Any]:
+    ) -> AccountStateChanged:
         caller = await admin(authorization)
         known_id(account_id, "account-not-found")
         if runtime.registry.account(account_id) is None:
@@ -45,25 +45,21 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
             on_behalf_of=body.on_behalf_of,
         )
         record, revoked = await change_state(runtime, change)
-        view = await accounts_view(runtime, only=account_id)
-        return {
-            **view["accounts"][0],
-            "revision": view["revision"],
-            "chain": view["chain"],
-            "revoked_keys": len(revoked),
-            "record": record_view(record),
-        }
+        view = account_read(await accounts_view(runtime, only=account_id))
+        return AccountStateChanged(
+            **dict(view), revoked_keys=len(revoked), record=record_view(record)
+        )
 
     @router.get("/audit")
-    async def read_audit() -> dict[str, Any]:
+    async def read_audit() -> AuditReport:
         verdict, snapshot = await runtime.overlay.read_full()
-        return {
-            "chain": verdict.status,
-            "revision": verdict.revision,
-            "first_bad_seq": verdict.first_bad_seq,
-            "problem": verdict.problem,
-            "records": [record_view(r) for r in snapshot.records],
-        }
+        return AuditReport(
+            chain=verdict.status,
+            revision=verdict.revision,
+            first_bad_seq=verdict.first_bad_seq,
+            problem=verdict.problem,
+            records=tuple(record_view(r) for r in snapshot.records),
+        )
 
     return router
 
@@ -76,22 +72,3 @@ async def change_state(
     record, revoked = await runtime.overlay.mutate(change)
     await runtime.announce_revoked(revoked)
     return record, revoked
-
-
-def record_view(record: AuditRecord) -> dict[str, Any]:
-    if record.kind != ACCOUNT_STATE:
-        return budget_record_view(record)
-    return {
-        "kind": record.kind,
-        "seq": record.seq,
-        "at": iso(record.at),
-        "actor": record.actor,
-        "authenticated_by": record.authenticated_by,
-        "on_behalf_of": record.on_behalf_of,
-        "account_id": record.account_id,
-        "state": record.state,
-        "reason": record.reason,
-        "revoked_keys": record.revoked_keys,
-        "prev_hash": record.prev_hash,
-        "hash": record.hash,
-    }

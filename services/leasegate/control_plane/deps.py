@@ -21,8 +21,8 @@ from leasegate.core.ports.health import HealthSnapshot
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.ports.storage import MintStore
-from leasegate.core.records import KeyRecord
-from leasegate.routing.selection import AdminState, Facts
+from leasegate.core.records import AdminState, KeyRecord
+from leasegate.routing.selection import Facts
 
 IdSource = Callable[[str], str]
 """`prefix -> unique id` (`md_3f9c…`): `core.clock.new_id` in production."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from leasegate.control_plane.decision import Refusal, Start, without_idempotency
 from leasegate.control_plane.deps import MintDeps
@@ -20,6 +19,7 @@ from leasegate.control_plane.views import mint_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import MintDecision
 from leasegate.routing.selection import cooldown_scope
+from leasegate.wire import MintAnswer
 
 
 def fingerprint(body: MintBody) -> str:
@@ -29,7 +29,7 @@ def fingerprint(body: MintBody) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-async def replay(deps: MintDeps, start: Start, earlier: MintDecision) -> dict[str, Any] | Refusal:
+async def replay(deps: MintDeps, start: Start, earlier: MintDecision) -> MintAnswer | Refusal:
     """The earlier decision's answer again (its refusal raised as it was, not recorded
     again), or the refusal `idempotency-key-reused` for the mint to record."""
     if earlier.request_fingerprint != start.fingerprint:

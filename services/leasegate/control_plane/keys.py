@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from leasegate.control_plane.decision import Asked, Chosen, Start, decision_of
 from leasegate.control_plane.deps import MintDeps, announce_revoked, live_facts
 from leasegate.control_plane.mint import key_of, key_ttl
@@ -19,6 +17,7 @@ from leasegate.core.ports.storage import (
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import new_key
 from leasegate.routing.selection import filter_code
+from leasegate.wire import KeyInfo, MintAnswer
 
 
 async def revoke(deps: MintDeps, key_id: str) -> None:
@@ -30,14 +29,14 @@ async def revoke(deps: MintDeps, key_id: str) -> None:
     await announce_revoked(deps, [record])
 
 
-async def read(deps: MintDeps, key_id: str) -> dict[str, Any]:
+async def read(deps: MintDeps, key_id: str) -> KeyInfo:
     record = await deps.store.get_key(key_id)
     if record is None:
         raise GatewayError("key-not-found", "no such key")
     return key_view(record, deps.clock.now())
 
 
-async def renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> dict[str, Any]:
+async def renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> MintAnswer:
     try:
         return await _renew(deps, key_id, ttl_s)
     except AdminStateMoved:
@@ -51,7 +50,7 @@ async def renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> dict[str, Any
         ) from None
 
 
-async def _renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> dict[str, Any]:
+async def _renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> MintAnswer:
     store = deps.store
     old = await store.get_key(key_id)
     if old is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from leasegate.accounts import Candidate
 from leasegate.control_plane.decision import (
@@ -51,10 +50,11 @@ from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import ParsedKey, hash_secret, new_key
 from leasegate.routing.selection import NoneEligible, Selected, none_eligible, select
 from leasegate.web.tracing import step
+from leasegate.wire import MintAnswer
 
 _MAX_REDECISIONS = 3
 
-View = dict[str, Any]
+View = MintAnswer
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from leasegate.control_plane import keys
-from leasegate.control_plane.accounts import accounts_view
+from leasegate.control_plane.accounts import account_read, accounts_view
 from leasegate.control_plane.admin import admin_router
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.mint import mint
@@ -23,6 +22,8 @@ from leasegate.control_plane.views import decision_view, evidence_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import MintKind
 from leasegate.web.auth import Caller
+from leasegate.wire import AccountRead as AccountReadView
+from leasegate.wire import Accounts, Decision, DecisionList, EvidenceList, KeyInfo, MintAnswer
 
 _ID_PATH = r"^[A-Za-z0-9_.:-]{1,100}$"
 _IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
@@ -34,11 +35,17 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
 
     router = APIRouter(prefix="/control/v2", dependencies=[Depends(caller)])
 
-    @router.post("/keys", status_code=201)
+    @router.post(
+        "/keys",
+        status_code=201,
+        response_model=MintAnswer,
+        responses={200: {"model": MintAnswer, "description": "an idempotent replay"}},
+    )
     async def mint_key(
         body: MintBody,
+        response: Response,
         idempotency_key: Annotated[str | None, Header(pattern=_IDEMPOTENCY_KEY)] = None,
-    ) -> JSONResponse:
+    ) -> MintAnswer:
         try:
             minted = await mint(runtime.services, body, idempotency_key)
         except GatewayError as refusal:
@@ -47,7 +54,8 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
             raise
         if minted.status == 201:  # a replay (200) answers with an already counted decision
             runtime.mint_metrics.decided(_kind(body), body.tenant, None)
-        return JSONResponse(minted.view, status_code=minted.status)
+        response.status_code = minted.status
+        return minted.view
 
     @router.delete("/keys/{key_id}", status_code=204)
     async def revoke_key(key_id: str) -> Response:
@@ -56,7 +64,7 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
         return Response(status_code=204)
 
     @router.post("/keys/{key_id}/renew", status_code=201)
-    async def renew_key(key_id: str, request: Request) -> dict[str, Any]:
+    async def renew_key(key_id: str, request: Request) -> MintAnswer:
         known_id(key_id, "key-not-found")
         raw = await request.body()
         try:
@@ -66,7 +74,7 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
         return await keys.renew(runtime.services, key_id, body.ttl_s)
 
     @router.get("/keys/{key_id}")
-    async def read_key(key_id: str) -> dict[str, Any]:
+    async def read_key(key_id: str) -> KeyInfo:
         known_id(key_id, "key-not-found")
         return await keys.read(runtime.services, key_id)
 
@@ -91,11 +99,12 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
     async def list_decisions(
         tenant: Annotated[str, Query(pattern=ID_PATTERN)],
         dispatch_id: Annotated[str, Query(pattern=ID_PATTERN)],
-    ) -> dict[str, Any]:
-        return {"decisions": await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)}
+    ) -> DecisionList:
+        decisions = await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)
+        return DecisionList(decisions=decisions)
 
     @router.get("/decisions/{decision_id}")
-    async def read_decision(decision_id: str) -> dict[str, Any]:
+    async def read_decision(decision_id: str) -> Decision:
         known_id(decision_id, "decision-not-found")
         store = runtime.stores.store
         decision = await store.get_decision(decision_id)
@@ -110,26 +119,25 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
         account_id: Annotated[str | None, Query(pattern=_ID_PATH)] = None,
         since: Annotated[str | None, Query(max_length=64)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> dict[str, Any]:
+    ) -> EvidenceList:
         rows = await runtime.stores.store.query_evidence(
             decision_id=decision_id,
             account_id=account_id,
             since=parse_since(since),
             limit=limit,
         )
-        return {"evidence": [evidence_view(row) for row in rows]}
+        return EvidenceList(evidence=tuple(evidence_view(row) for row in rows))
 
     @router.get("/accounts")
-    async def list_accounts() -> dict[str, Any]:
+    async def list_accounts() -> Accounts:
         return await accounts_view(runtime)
 
     @router.get("/accounts/{account_id}")
-    async def read_account(account_id: str) -> JSONResponse:
+    async def read_account(account_id: str) -> AccountReadView:
         known_id(account_id, "account-not-found")
         view = await accounts_view(runtime, only=account_id)
-        if not view["accounts"]:
+        if not view.accounts:
             raise GatewayError("account-not-found", "no such account")
-        account = view["accounts"][0]
-        return JSONResponse({**account, "revision": view["revision"], "chain": view["chain"]})
+        return account_read(view)
 
     return router

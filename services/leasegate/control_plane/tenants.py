@@ -14,17 +14,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path
 from pydantic import Field, model_validator
 
-from leasegate.audit import AuditRecord, BudgetFields
+from leasegate.audit import BudgetFields
 from leasegate.control_plane.deps import OverlayVerdict
 from leasegate.control_plane.overlay import BudgetChange
 from leasegate.control_plane.schemas import ID_PATTERN, Strict
-from leasegate.control_plane.views import money
-from leasegate.core.clock import Clock, iso
+from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.db.usage import UsageGroup
@@ -41,6 +40,15 @@ from leasegate.spend import (
     tenant_total_id,
 )
 from leasegate.web.auth import Caller, require_admin
+from leasegate.wire import (
+    Tenant,
+    TenantBudgetChanged,
+    TenantBudgetRecord,
+    TenantRead,
+    Tenants,
+    TenantSpent,
+)
+from leasegate.wire import TenantBudget as TenantBudgetView
 
 if TYPE_CHECKING:  # the runtime module imports the overlay, which this module also uses
     from leasegate.control_plane.runtime import ControlRuntime
@@ -87,7 +95,7 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
         tenant: TenantPath,
         body: TenantBudgetBody,
         authorization: Annotated[str | None, Header()] = None,
-    ) -> dict[str, Any]:
+    ) -> TenantBudgetChanged:
         caller = await admin(authorization)
         change = BudgetChange(
             budget=body.fields(tenant),
@@ -100,67 +108,66 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
         record, _ = await runtime.overlay.mutate(change)
         await seed_from_evidence(runtime, tenant, before)
         view = await tenant_view(runtime, tenant)
-        return {**view, "record": budget_record_view(record)}
+        appended = TenantBudgetRecord.model_validate(record, from_attributes=True)
+        return TenantBudgetChanged(**dict(view), record=appended)
 
     @router.get("/tenants/{tenant:path}/budget")
-    async def read_budget(tenant: TenantPath) -> dict[str, Any]:
+    async def read_budget(tenant: TenantPath) -> TenantRead:
         return await tenant_view(runtime, tenant)
 
     @router.get("/tenants")
-    async def list_budgets() -> dict[str, Any]:
+    async def list_budgets() -> Tenants:
         verdict = await runtime.overlay.verdict()
         now = runtime.clock.now()
         views = [
             await _budget_view(runtime, tenant, budget, now)
             for tenant, budget in sorted(verdict.budgets.items())
         ]
-        return {
-            "tenants": views,
-            "revision": verdict.revision,
-            "chain": verdict.status,
-            "currency": runtime.registry.currency,
-        }
+        return Tenants(
+            tenants=tuple(views),
+            revision=verdict.revision,
+            chain=verdict.status,
+            currency=runtime.registry.currency,
+        )
 
     return router
 
 
-async def tenant_view(runtime: ControlRuntime, tenant: str) -> dict[str, Any]:
+async def tenant_view(runtime: ControlRuntime, tenant: str) -> TenantRead:
     verdict = await runtime.overlay.verdict()
     budget = verdict.budgets.get(tenant)
     now = runtime.clock.now()
     view = (
         await _budget_view(runtime, tenant, budget, now)
         if budget is not None
-        else {"tenant": tenant, "budget": None, "spent": None}
+        else Tenant(tenant=tenant, budget=None, spent=None)
     )
-    return {
-        **view,
-        "revision": verdict.revision,
-        "chain": verdict.status,
-        "currency": runtime.registry.currency,
-    }
+    return TenantRead(
+        **dict(view),
+        revision=verdict.revision,
+        chain=verdict.status,
+        currency=runtime.registry.currency,
+    )
 
 
 async def _budget_view(
     runtime: ControlRuntime, tenant: str, budget: TenantBudget, now: datetime
-) -> dict[str, Any]:
+) -> Tenant:
     spent = await tenant_spent(runtime.stores.spend, tenant, budget, now)
-    return {
-        "tenant": tenant,
-        "budget": {
-            "period": budget.period,
-            "max_tokens": budget.max_tokens,
-            "max_cost": money(budget.max_cost),
-        },
-        "spent": {
-            "period_start": iso(period_start(now, budget.period)),
-            "period_end": iso(period_end(now, budget.period)),
-            "tokens": spent.tokens,
-            "cost": money(spent.cost),
-            "fraction": spent_fraction(budget, spent),
-            "exhausted": exhausted(budget.budget, spent),
-        },
-    }
+    return Tenant(
+        tenant=tenant,
+        budget=TenantBudgetView(
+            period=budget.period, max_tokens=budget.max_tokens, max_cost=budget.max_cost
+        ),
+        spent=TenantSpent(
+            period_start=period_start(now, budget.period),
+            period_end=period_end(now, budget.period),
+            tokens=spent.tokens,
+            cost=spent.cost,
+            fraction=spent_fraction(budget, spent),
+            exhausted=exhausted(budget.budget, spent),
+        ),
+    )
 
 
 def spent_fraction(budget: TenantBudget, spent: Spent) -> float:
@@ -238,22 +245,3 @@ async def tenant_budget_refusal(
         f"this tenant has spent its budget for the {budget.period}",
         retry_after_s=seconds_left(now, budget.period),
     )
-
-
-def budget_record_view(record: AuditRecord) -> dict[str, Any]:
-    return {
-        "seq": record.seq,
-        "at": iso(record.at),
-        "kind": record.kind,
-        "actor": record.actor,
-        "authenticated_by": record.authenticated_by,
-        "on_behalf_of": record.on_behalf_of,
-        "tenant": record.tenant,
-        "state": record.state,
-        "period": record.period,
-        "max_tokens": record.max_tokens,
-        "max_cost": record.max_cost,
-        "reason": record.reason,
-        "prev_hash": record.prev_hash,
-        "hash": record.hash,
-    }

@@ -11,13 +11,14 @@ price has `cost: null`.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 from fastapi import APIRouter, Query
 
-from leasegate.control_plane.views import money
 from leasegate.core.errors import GatewayError
 from leasegate.db.usage import GROUPINGS, Grouping, UsageGroup
+from leasegate.wire import UsageGroup as UsageGroupView
+from leasegate.wire import UsageReport
 
 if TYPE_CHECKING:  # the runtime holds a SpendToday: a runtime import would be circular
     from leasegate.control_plane.runtime import ControlRuntime
@@ -35,7 +36,7 @@ def usage_router(runtime: ControlRuntime) -> APIRouter:
         group_by: Annotated[str, Query(max_length=64)] = _DEFAULT_GROUPS,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-    ) -> dict[str, Any]:
+    ) -> UsageReport:
         now = runtime.clock.now()
         start = instant(since, "since") if since else start_of_day(now)
         end = instant(until, "until") if until else now + timedelta(microseconds=1)
@@ -43,28 +44,29 @@ def usage_router(runtime: ControlRuntime) -> APIRouter:
             raise GatewayError("invalid-request", "until must be after since")
         groups = groupings(group_by)
         found = await runtime.stores.store.usage(start, end, groups, limit=limit, offset=offset)
-        return {
-            "since": start.isoformat().replace("+00:00", "Z"),
-            "until": end.isoformat().replace("+00:00", "Z"),
-            "group_by": list(groups),
-            "currency": runtime.registry.currency,
-            "usage": [usage_view(group) for group in found],
-            "next_offset": offset + limit if len(found) == limit else None,
-        }
+        return UsageReport(
+            since=start,
+            until=end,
+            group_by=groups,
+            currency=runtime.registry.currency,
+            usage=tuple(usage_view(group) for group in found),
+            next_offset=offset + limit if len(found) == limit else None,
+        )
 
     return router
 
 
-def usage_view(group: UsageGroup) -> dict[str, Any]:
-    return {
+def usage_view(group: UsageGroup) -> UsageGroupView:
+    """The group's keys (only those grouped by), its counts and its cost."""
+    return UsageGroupView(
         **group.keys,
-        "requests": group.requests,
-        "input_tokens": group.input_tokens,
-        "output_tokens": group.output_tokens,
-        "cache_read_input_tokens": group.cache_read_input_tokens,
-        "cache_creation_input_tokens": group.cache_creation_input_tokens,
-        "cost": money(group.cost),
-    }
+        requests=group.requests,
+        input_tokens=group.input_tokens,
+        output_tokens=group.output_tokens,
+        cache_read_input_tokens=group.cache_read_input_tokens,
+        cache_creation_input_tokens=group.cache_creation_input_tokens,
+        cost=group.cost,
+    )
 
 
 def groupings(raw: str) -> tuple[Grouping, ...]:

@@ -107,7 +107,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
         }
         context = {
             "nav": "evidence",
-            "rows": [evidence_view(r) for r in rows],
+            "rows": [evidence_view(r).model_dump(mode="json") for r in rows],
             "counts": counts,
             "outcomes": OUTCOMES,
             "accounts": accounts,
@@ -140,7 +140,8 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
 async def _chain(runtime: ControlRuntime, tenant: str, dispatch_id: str) -> list[dict[str, Any]]:
     """Each decision of the dispatch with its evidence rows and its key's life."""
-    decisions = await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)
+    found = await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)
+    decisions = [d.model_dump(mode="json") for d in found]  # as the API serves them
     now = runtime.clock.now()
     for decision in decisions:
         key_id = decision["key_id"]
