@@ -36,7 +36,7 @@ from pathlib import Path
 
 import asyncpg
 
-from bench.load import PhaseResult, cpu_seconds, run_phase
+from bench.load import PhaseResult, RequestsExhausted, cpu_seconds, run_phase
 from bench.profile import summarise
 from bench.stack import (
     CONTROL_TOKEN,
@@ -116,7 +116,7 @@ def _on_keys(host: str, key_ids: list[str], method: str, suffix: str) -> Callabl
 
     def render() -> bytes:
         if not keys:
-            raise RuntimeError("out of live keys: mint longer before this phase")
+            raise RequestsExhausted  # the phase ends early; its figures are per operation
         return _request(host, method, f"/control/v2/keys/{keys.pop()}{suffix}")
 
     return render
@@ -150,17 +150,26 @@ def _proc_cpu(pid: int) -> float:
         return 0.0
 
 
+def _kernel_seconds(pid: int) -> float:
+    """The process's CPU time in the kernel (stime): loopback socket writes show up here."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[12]) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass(frozen=True)
 class Measured:
     phase: str
     result: PhaseResult
     db_cpu_ms: float
+    kernel_ms: float
+    """Of the control plane's CPU, the part in the kernel."""
 
 
 async def _phase(
     stack: ControlStack, name: str, request: Callable[[], bytes], seconds: float
 ) -> Measured:
     before = {pid: _proc_cpu(pid) for pid in await _backend_pids(stack.dsn)}
+    kernel_before = _kernel_seconds(stack.pid)
     result = await run_phase(
         stack.url,
         request,
@@ -169,52 +178,62 @@ async def _phase(
         warmup_s=0.5,
         watch_pid=stack.pid,
     )
+    kernel_ms = (_kernel_seconds(stack.pid) - kernel_before) * 1000
     after = {pid: _proc_cpu(pid) for pid in await _backend_pids(stack.dsn)}
     db_ms = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items()) * 1000
-    return Measured(name, result, db_ms)
+    return Measured(name, result, db_ms, kernel_ms)
+
+
+async def _top_up(stack: ControlStack, needed: float) -> list[str]:
+    """At least `needed` live keys, minting (unmeasured) until there are; their ids."""
+    live = await _live_keys(stack.dsn)
+    while len(live) < needed:
+        await run_phase(
+            stack.url,
+            _mints(stack.url.removeprefix("http://")),
+            concurrency=CONCURRENCY,
+            duration_s=2.0,
+            warmup_s=0.0,
+            watch_pid=None,
+        )
+        live = await _live_keys(stack.dsn)
+    return live
+
+
+def _request_for(stack: ControlStack, phase: str, live: list[str]) -> Callable[[], bytes]:
+    host = stack.url.removeprefix("http://")
+    if phase == "mint":
+        return _mints(host)
+    method, suffix = ("POST", "/renew") if phase == "renew" else ("DELETE", "")
+    return _on_keys(host, live, method, suffix)
 
 
 async def _round(stack: ControlStack, seconds: float, phases: tuple[str, ...]) -> list[Measured]:
     """The phases in order. Renew and revoke each need a live key per operation, each key
     used once: before either, unmeasured mints top the live keys up to what the fastest phase
     so far would use in twice the time."""
-    host = stack.url.removeprefix("http://")
     done: list[Measured] = []
     for phase in phases:
-        if phase == "mint":
-            request = _mints(host)
-        else:
+        live: list[str] = []
+        if phase != "mint":
             fastest = max((m.result.rps for m in done), default=500.0)
-            live = await _live_keys(stack.dsn)
-            while len(live) < 2 * fastest * seconds + 100:
-                await run_phase(
-                    stack.url,
-                    _mints(host),
-                    concurrency=CONCURRENCY,
-                    duration_s=seconds,
-                    warmup_s=0.0,
-                    watch_pid=None,
-                )
-                live = await _live_keys(stack.dsn)
-            method, suffix = ("POST", "/renew") if phase == "renew" else ("DELETE", "")
-            request = _on_keys(host, live, method, suffix)
-        done.append(await _phase(stack, phase, request, seconds))
+            live = await _top_up(stack, 2 * fastest * seconds + 100)
+        done.append(await _phase(stack, phase, _request_for(stack, phase, live), seconds))
     return done
 
 
-def _profiled(stack: ControlStack, phase: str, seconds: float) -> str:
+def _profiled(stack: ControlStack, phase: str, seconds: float, native: bool) -> str:
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = RESULTS / f"profile-{phase}.txt"
+    live = [] if phase == "mint" else asyncio.run(_top_up(stack, 1000 * (seconds + 2)))
+    request = _request_for(stack, phase, live)
     loader = threading.Thread(
-        target=lambda: asyncio.run(
-            _round(stack, seconds + 2, (phase,) if phase == "mint" else ("mint", phase))
-        )
+        target=lambda: asyncio.run(_phase(stack, phase, request, seconds + 2))
     )
     loader.start()
     argv = [spy, "record", "-f", "raw", "-o", str(out), "-d", str(int(seconds))]
-    subprocess.run(  # noqa: S603 - py-spy with fixed arguments
-        [*argv, "-p", str(stack.pid), "--nonblocking"], check=True, capture_output=True
-    )
+    argv += ["-p", str(stack.pid), *(["--native"] if native else ["--nonblocking"])]
+    subprocess.run(argv, check=True, capture_output=True)  # noqa: S603 - fixed arguments
     loader.join()
     return summarise(out.read_text()) + f"\ncollapsed stacks: {out}"
 
@@ -247,6 +266,10 @@ def _report(rounds: list[list[Measured]]) -> str:
             )
         )
         lines.append(
+            "  "
+            + _line("  of which in the kernel", [m.kernel_ms / m.result.requests for m in ok], 3)
+        )
+        lines.append(
             "  " + _line("Postgres CPU ms per op", [m.db_cpu_ms / m.result.requests for m in ok], 3)
         )
         lines.append("  " + _line("p50 ms", [m.result.p50_ms for m in ok], 2))
@@ -266,11 +289,12 @@ def main() -> int:
     parser.add_argument("--accounts", type=int, default=1)
     parser.add_argument("--only", choices=("mint",), default=None)
     parser.add_argument("--profile", choices=("mint", "renew", "revoke"), default=None)
+    parser.add_argument("--native", action="store_true", help="py-spy --native (C frames)")
     args = parser.parse_args()
     with ExitStack() as resources:
         stack = _start(resources, Options(accounts=args.accounts))
         if args.profile:
-            print(_profiled(stack, args.profile, args.seconds))
+            print(_profiled(stack, args.profile, args.seconds, args.native))
             return 0
         phases = ("mint",) if args.only == "mint" else ("mint", "renew", "revoke")
         asyncio.run(_round(stack, 1.0, phases))  # warm-up
