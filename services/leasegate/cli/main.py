@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pydantic import SecretStr
+from starlette.types import ASGIApp
 
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults
@@ -84,6 +85,7 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
     if args.workers > 1:
         return serve_workers(args.command, args.workers, config, args.host, port)
+    app: ASGIApp
     if args.command == "control-plane":
         from leasegate.control_plane.app import create_control_plane_app
 
