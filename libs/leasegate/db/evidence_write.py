@@ -1,8 +1,9 @@
 """Writing evidence batches: one INSERT per batch that ignores a request id already present.
 
-On Postgres the batch goes through asyncpg directly, as one prepared statement over column
-arrays (`INSERT … SELECT * FROM unnest($1::text[], …) ON CONFLICT … DO NOTHING`): one round
-trip and no ORM work per row; the row is read straight off the `EvidenceRow` dataclass. SQLite
+On Postgres the batch goes through asyncpg directly (a connection of `Database.pg`), as one
+prepared statement over column arrays
+(`INSERT … SELECT * FROM unnest($1::text[], …) ON CONFLICT … DO NOTHING`): one round trip and
+no ORM work per row; the row is read straight off the `EvidenceRow` dataclass. SQLite
 (the embedded mode) keeps SQLAlchemy's insert.
 
 Either way a failure is sorted here, where the driver is known: content the database refuses
@@ -75,6 +76,15 @@ def _postgres_insert() -> str:
 POSTGRES_INSERT = _postgres_insert()
 
 
+_DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    UnicodeError,
+    ValueError,
+    TypeError,
+)
+
+
 class EvidenceStoreUnreachable(ConnectionError):
     """A driver error that is the connection's or the server's state, not the rows'."""
 
@@ -115,19 +125,10 @@ async def write_rows(db: Database, rows: Sequence[EvidenceRow]) -> None:
 
 async def _write_postgres(db: Database, rows: Sequence[EvidenceRow]) -> None:
     columns = list(zip(*map(_row_values, rows), strict=True))
-    async with db.engine.connect() as connection:
-        raw = await connection.get_raw_connection()
-        driver: asyncpg.Connection = raw.driver_connection
-        try:
-            await driver.execute(POSTGRES_INSERT, *columns)
-        except Exception as exc:
-            if rejection(exc) is None:
-                # SQLAlchemy never saw this error, so it would lend the dead connection (and
-                # its dead siblings) again: drop this one and start a fresh pool, as it does
-                # itself on a disconnect
-                await connection.invalidate()
-                await db.engine.dispose(close=False)
-            raise
+    # the pool drops a connection the failure may have broken (and the idle ones with it);
+    # every driver error comes back as it is, for `write_rows` to sort
+    async with db.pg.connection(_DRIVER_ERRORS) as connection:
+        await connection.execute(POSTGRES_INSERT, *columns)
 
 
 async def _write_sqlite(db: Database, rows: Sequence[EvidenceRow]) -> None:

@@ -60,7 +60,8 @@ class PgPool:
         self, passthrough: tuple[type[BaseException], ...] = ()
     ) -> AsyncIterator[asyncpg.Connection]:
         """A connection for one or a few statements. Driver errors listed in `passthrough`
-        (refusals the caller maps itself) propagate unchanged and keep the connection."""
+        (refusals the caller maps itself) propagate unchanged; a broken connection is dropped
+        either way."""
         try:
             async with asyncio.timeout(POOL_WAIT_S):
                 await self._slots.acquire()
@@ -71,16 +72,15 @@ class PgPool:
             generation = self._generation
             try:
                 yield connection
-            except passthrough:
-                self._give_back(connection, generation)
-                raise
             except BaseException as exc:
                 if _connection_survives(exc):
                     self._give_back(connection, generation)
                 else:
                     connection.terminate()
                     self.expire()
-                if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+                if not isinstance(exc, passthrough) and isinstance(
+                    exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError
+                ):
                     raise DatabaseUnreachable(type(exc).__name__) from exc
                 raise
             self._give_back(connection, generation)
@@ -127,6 +127,8 @@ def _connection_survives(exc: BaseException) -> bool:
         exc, asyncpg.PostgresConnectionError
     ):
         return str(exc.sqlstate or "")[:2] not in _CONNECTION_CLASSES
+    if isinstance(exc, asyncpg.exceptions.DataError):
+        return True  # a value the driver could not encode: nothing was sent
     return not isinstance(
         exc, asyncpg.InterfaceError | OSError | asyncio.CancelledError | TimeoutError
     ) and isinstance(exc, Exception)

@@ -25,6 +25,7 @@ NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
 
 AdminState = Literal["enabled", "disabled", "draining"]
 
+
 @dataclass(frozen=True, slots=True)
 class Facts:
     """The live facts selection filters on, as of one instant (`now`, epoch seconds)."""
