@@ -243,8 +243,8 @@ def add_live_keys(database_url: str, count: int) -> None:
         try:
             await conn.execute(
                 """INSERT INTO keys SELECT 'bench' || g, secret_hash, mint_decision_id, tenant,
-                   'bench-' || g, model, served_model, account_id, created_at, expires_at,
-                   NULL, NULL, tenant || chr(31) || 'bench-' || g
+                   'bench-extra-' || g, model, served_model, account_id, created_at, expires_at,
+                   NULL, NULL, tenant || chr(31) || 'bench-extra-' || g
                    FROM (SELECT * FROM keys LIMIT 1) k, generate_series(1, $1) g""",
                 count,
             )
