@@ -35,10 +35,10 @@ from bench.stack import (
     PG_USER,
     REDIS_URL,
     Options,
-    _accounts_file,
-    _leasegate,
+    accounts_file,
     free_port,
     fresh_database,
+    leasegate_argv,
     mint_key,
     process,
     redis_prefix,
@@ -200,20 +200,20 @@ def main() -> int:
             # the proxy keeps serving the key it knows for the whole outage
             "LEASEGATE_KEY_CACHE_TTL_S": "3600",
             "LEASEGATE_ACCOUNTS_FILE": str(
-                _accounts_file(logs / "accounts.yaml", f"http://127.0.0.1:{up_port}", Options())
+                accounts_file(logs / "accounts.yaml", f"http://127.0.0.1:{up_port}", Options())
             ),
             "LEASEGATE_EVIDENCE_MEMORY_ROWS": str(args.memory_rows),
             "LEASEGATE_EVIDENCE_SPILL_PATH": str(logs / "spill"),
         }
         subprocess.run(  # noqa: S603 - our own module, fixed arguments
-            _leasegate("migrate"), env=env, check=True, capture_output=True, timeout=60
+            leasegate_argv("migrate"), env=env, check=True, capture_output=True, timeout=60
         )
         ports = {"control-plane": free_port(), "proxy": free_port()}
         pids = {
             name: stack.enter_context(
                 process(
                     name,
-                    _leasegate(name, port),
+                    leasegate_argv(name, port),
                     env,
                     logs,
                     f"http://127.0.0.1:{port}/readyz",

@@ -139,13 +139,20 @@ Request = bytes | Callable[[], bytes]
 """The same pre-rendered request every time, or a fresh one per call (e.g. distinct mints)."""
 
 
+class RequestsExhausted(Exception):
+    """Raised by a request callable with nothing left to send: the worker stops early."""
+
+
 async def _worker(base_url: str, request: Request, window: _Window, record: Sample) -> None:
     parts = urlsplit(base_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     reader, writer = await asyncio.open_connection(host, port)
     try:
         while (begun := time.perf_counter()) < window.end:
-            rendered = request if isinstance(request, bytes) else request()
+            try:
+                rendered = request if isinstance(request, bytes) else request()
+            except RequestsExhausted:
+                break
             status, latency, ttfb, events, keep = await _exchange(reader, writer, rendered)
             if begun >= window.start:
                 record.statuses[status] = record.statuses.get(status, 0) + 1

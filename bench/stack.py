@@ -138,7 +138,7 @@ def _wait_ready(name: str, child: subprocess.Popen[bytes], url: str | None, log:
     raise RuntimeError(f"{name} did not become ready; see {log}")
 
 
-def _accounts_file(path: Path, upstream: str, options: Options) -> Path:
+def accounts_file(path: Path, upstream: str, options: Options) -> Path:
     accounts = [
         {
             "id": ACCOUNT_ID if i == 0 else f"bench-extra-{i}",
@@ -154,7 +154,7 @@ def _accounts_file(path: Path, upstream: str, options: Options) -> Path:
     return path
 
 
-def _leasegate(command: str, port: int | None = None) -> list[str]:
+def leasegate_argv(command: str, port: int | None = None) -> list[str]:
     argv = [sys.executable, "-m", "leasegate.cli.main", command]
     return [*argv, "--port", str(port)] if port is not None else argv
 
@@ -176,7 +176,7 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         "LEASEGATE_CONTROL_TOKEN": CONTROL_TOKEN,
         "LEASEGATE_CRED_BENCH_OPENAI": "sk-bench-secret",
         "LEASEGATE_KEY_TTL_S": "3600",
-        "LEASEGATE_ACCOUNTS_FILE": str(_accounts_file(logs / "accounts.yaml", up_url, options)),
+        "LEASEGATE_ACCOUNTS_FILE": str(accounts_file(logs / "accounts.yaml", up_url, options)),
     }
     env = {
         **common,
@@ -185,7 +185,7 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         "LEASEGATE_REDIS_PREFIX": prefix,
     }
     subprocess.run(  # noqa: S603 - our own module, fixed arguments
-        _leasegate("migrate"), env=env, check=True, capture_output=True, timeout=60
+        leasegate_argv("migrate"), env=env, check=True, capture_output=True, timeout=60
     )
     sqlite = logs / "embedded.db"
     sqlite.unlink(missing_ok=True)
@@ -198,7 +198,7 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
     ):
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        argv = _leasegate(command, port)
+        argv = leasegate_argv(command, port)
         if name == "proxy" and options.workers > 1:
             argv += ["--workers", str(options.workers)]
         pid = stack.enter_context(process(name, argv, service_env, logs, f"{url}/readyz"))
@@ -243,8 +243,8 @@ def add_live_keys(database_url: str, count: int) -> None:
         try:
             await conn.execute(
                 """INSERT INTO keys SELECT 'bench' || g, secret_hash, mint_decision_id, tenant,
-                   'bench-' || g, model, served_model, account_id, created_at, expires_at,
-                   NULL, NULL, tenant || chr(31) || 'bench-' || g
+                   'bench-extra-' || g, model, served_model, account_id, created_at, expires_at,
+                   NULL, NULL, tenant || chr(31) || 'bench-extra-' || g
                    FROM (SELECT * FROM keys LIMIT 1) k, generate_series(1, $1) g""",
                 count,
             )

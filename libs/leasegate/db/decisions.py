@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from leasegate.core.records import MintDecision
+from leasegate.db import keys_pg
 from leasegate.db.convert import decision_record
 from leasegate.db.engine import Database
 from leasegate.db.models import MintDecisionRow
@@ -15,6 +16,8 @@ class DecisionRepository:
         self._db = db
 
     async def get_decision(self, decision_id: str) -> MintDecision | None:
+        if self._db.dialect == "postgresql":
+            return await keys_pg.get_decision(self._db, decision_id)
         async with self._db.session() as session:
             row = await session.get(MintDecisionRow, decision_id)
             return decision_record(row) if row is not None else None

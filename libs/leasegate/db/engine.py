@@ -34,9 +34,12 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import Pool, StaticPool
 
 from leasegate.db.errors import DRIVER_ERRORS, Refusal, translated
+from leasegate.db.pg_pool import PgPool
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PING_TIMEOUT_S = 2.0
+PG_POOL_SIZE = 16
+"""asyncpg connections per process for the hot paths (`Database.pg`), beside the engine's."""
 POOL_WAIT_S = 30.0
 """A burst (hundreds of mints queued on one account's row lock) waits this long for a pooled
 connection; every holder is itself bounded by the deadlines, so a partition frees them."""
@@ -109,20 +112,39 @@ def _tune_sqlite(engine: AsyncEngine, *, wal: bool) -> None:
 
 
 class Database:
-    """The engine and its sessions. Each `session()` is one transaction (a unit of work)."""
+    """The engine and its sessions. Each `session()` is one transaction (a unit of work).
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    On Postgres, `pg` also lends plain asyncpg connections (`leasegate.db.pg_pool`) to the
+    hot paths that need no unit of work: mint, renewal, revocation, key and decision reads,
+    evidence batches."""
+
+    def __init__(self, engine: AsyncEngine, deadlines: Deadlines | None = None) -> None:
         self.engine = engine
+        self.dialect: str = engine.dialect.name
+        """`sqlite` or `postgresql`."""
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+        self._deadlines = deadlines or Deadlines(command_s=None)
+        self._pg: PgPool | None = None
 
     @classmethod
     def connect(cls, url: str, deadlines: Deadlines | None = None) -> Database:
-        return cls(make_engine(url, deadlines=deadlines))
+        return cls(make_engine(url, deadlines=deadlines), deadlines)
 
     @property
-    def dialect(self) -> str:
-        """`sqlite` or `postgresql`."""
-        return self.engine.dialect.name
+    def pg(self) -> PgPool:
+        """The asyncpg pool (Postgres only), made on first use."""
+        if self._pg is None:
+            if self.dialect != "postgresql":
+                raise RuntimeError("the asyncpg pool exists on Postgres only")
+            _args, kwargs = self.engine.dialect.create_connect_args(self.engine.url)
+            kwargs.pop("prepared_statement_cache_size", None)  # SQLAlchemy's own option
+            self._pg = PgPool(
+                kwargs,
+                size=PG_POOL_SIZE,
+                connect_s=self._deadlines.connect_s,
+                command_s=self._deadlines.command_s,
+            )
+        return self._pg
 
     @asynccontextmanager
     async def session(self, refusal: Refusal | None = None) -> AsyncIterator[AsyncSession]:
@@ -153,4 +175,6 @@ class Database:
         return True
 
     async def dispose(self) -> None:
+        if self._pg is not None:
+            await self._pg.close()
         await self.engine.dispose()

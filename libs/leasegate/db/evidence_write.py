@@ -1,8 +1,9 @@
 """Writing evidence batches: one INSERT per batch that ignores a request id already present.
 
-On Postgres the batch goes through asyncpg directly, as one prepared statement over column
-arrays (`INSERT … SELECT * FROM unnest($1::text[], …) ON CONFLICT … DO NOTHING`): one round
-trip and no ORM work per row; the row is read straight off the `EvidenceRow` dataclass. SQLite
+On Postgres the batch goes through asyncpg directly (a connection of `Database.pg`), as one
+prepared statement over column arrays
+(`INSERT … SELECT * FROM unnest($1::text[], …) ON CONFLICT … DO NOTHING`): one round trip and
+no ORM work per row; the row is read straight off the `EvidenceRow` dataclass. SQLite
 (the embedded mode) keeps SQLAlchemy's insert.
 
 Either way a failure leaves as the core's error, sorted by `leasegate.db.errors.store_error`:
@@ -18,12 +19,10 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-import asyncpg
 from sqlalchemy import Boolean, Float, Integer, Numeric, String
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.types import TypeEngine
 
-from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.records import EvidenceRow
 from leasegate.db.engine import Database
 from leasegate.db.errors import RAW_CALL_ERRORS, store_error
@@ -83,20 +82,10 @@ async def write_rows(db: Database, rows: Sequence[EvidenceRow]) -> None:
 
 async def _write_postgres(db: Database, rows: Sequence[EvidenceRow]) -> None:
     columns = list(zip(*map(_row_values, rows), strict=True))
-    async with db.connection() as connection:
-        raw = await connection.get_raw_connection()
-        driver: asyncpg.Connection = raw.driver_connection
-        try:
-            await driver.execute(POSTGRES_INSERT, *columns)
-        except RAW_CALL_ERRORS as exc:
-            failure = store_error(exc)
-            if isinstance(failure, StoreUnavailable):
-                # SQLAlchemy never saw this error, so it would lend the dead connection (and
-                # its dead siblings) again: drop this one and start a fresh pool, as it does
-                # itself on a disconnect
-                await connection.invalidate()
-                await db.engine.dispose(close=False)
-            raise failure from exc
+    # the pool drops a connection the failure may have broken (and the idle ones with it) and
+    # raises the core's error for it
+    async with db.pg.connection() as connection:
+        await connection.execute(POSTGRES_INSERT, *columns)
 
 
 async def _write_sqlite(db: Database, rows: Sequence[EvidenceRow]) -> None:

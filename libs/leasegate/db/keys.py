@@ -14,6 +14,7 @@ from sqlalchemy import ColumnElement, Update, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from leasegate.core.records import KeyRecord
+from leasegate.db import keys_pg
 from leasegate.db.convert import key_record
 from leasegate.db.engine import Database
 from leasegate.db.models import KeyRow
@@ -28,6 +29,8 @@ class KeyRepository:
         self._db = db
 
     async def get_key(self, key_id: str) -> KeyRecord | None:
+        if self._db.dialect == "postgresql":
+            return await keys_pg.get_key(self._db, key_id)
         async with self._db.session() as session:
             row = await session.get(KeyRow, key_id)
             return key_record(row) if row is not None else None
@@ -37,6 +40,8 @@ class KeyRepository:
     ) -> tuple[KeyRecord | None, bool]:
         """(the record after, whether this call ended it). An expired key already ended: it is
         left as it is and reported not ended by this call."""
+        if self._db.dialect == "postgresql":
+            return await keys_pg.revoke_key(self._db, key_id, reason, now)
         async with self._db.session() as session:
             ended = (
                 await session.scalars(_end(KeyRow.key_id == key_id, reason, now).returning(KeyRow))
@@ -53,6 +58,8 @@ class KeyRepository:
             return await end_account_keys(session, account_id, reason, now)
 
     async def live_lease_counts(self, account_ids: Iterable[str], now: datetime) -> dict[str, int]:
+        if self._db.dialect == "postgresql":
+            return await keys_pg.live_lease_counts(self._db, account_ids, now)
         counts = dict.fromkeys(account_ids, 0)
         if not counts:
             return counts

@@ -27,7 +27,7 @@ from leasegate.db.audit_lock import lock_for_mint
 from leasegate.db.convert import decision_values, key_record, key_values
 from leasegate.db.engine import Database
 from leasegate.db.keys import is_live
-from leasegate.db.mint_pg import commit_mint_pg
+from leasegate.db.mint_pg import commit_mint_pg, record_decision_pg, renew_key_pg
 from leasegate.db.models import AccountLeaseRow, KeyRow, MintDecisionRow, live_dispatch_of
 from leasegate.db.models.audit_anchor import ANCHOR_ID, AuditAnchorRow
 from leasegate.db.models.audit_record import AuditRecordRow
@@ -41,6 +41,9 @@ class MintRepository:
 
     async def record_decision(self, decision: MintDecision) -> None:
         """A refused mint: the decision alone."""
+        if self._db.dialect == "postgresql":
+            await record_decision_pg(self._db, decision)
+            return
         async with self._db.session(_refusal) as session:
             await session.execute(insert(MintDecisionRow).values(decision_values(decision)))
 
@@ -85,6 +88,16 @@ class MintRepository:
         now: datetime,
         admin_revision: int | None = None,
     ) -> KeyRecord:
+        if self._db.dialect == "postgresql":
+            return await renew_key_pg(
+                self._db,
+                old_key_id,
+                decision,
+                new_key,
+                lease_capacity=lease_capacity,
+                now=now,
+                admin_revision=admin_revision,
+            )
         async with self._db.session(_refusal) as session:
             if admin_revision is not None:
                 await _hold_admin_revision(session, self._db.dialect, admin_revision)

@@ -25,6 +25,7 @@ from leasegate.routing.health import health_block
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
 
 
+
 @dataclass(frozen=True, slots=True)
 class Facts:
     """The live facts selection filters on, as of one instant (`now`, epoch seconds)."""

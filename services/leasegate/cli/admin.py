@@ -15,14 +15,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leasegate.cli.tenants import add_tenants_command, run_tenants
 from leasegate.cli.usage import add_usage_command, print_usage
+
+if TYPE_CHECKING:  # imported when a command runs: a server process never needs httpx
+    import httpx
 
 ADMIN_COMMANDS = frozenset({"accounts", "audit", "usage", "tenants"})
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -70,6 +72,8 @@ def run_admin(args: argparse.Namespace) -> int:
             " for usage) or pass --token\n"
         )
         return 2
+    import httpx
+
     headers = {"Authorization": f"Bearer {token}"}
     try:
         with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=30) as client:

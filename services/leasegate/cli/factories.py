@@ -10,18 +10,20 @@ from starlette.types import ASGIApp
 
 from leasegate.cli.startup import prepare_process, with_access_log
 from leasegate.config import load_config
-from leasegate.control_plane.app import create_control_plane_app
-from leasegate.proxy.app import create_proxy_app
 from leasegate.web.header_deadline import header_deadline_protocol
 
 
 def control_plane_app() -> ASGIApp:
+    from leasegate.control_plane.app import create_control_plane_app  # only in its workers
+
     config = load_config()
     prepare_process(config)
     return with_access_log(create_control_plane_app(config), config)
 
 
 def proxy_app() -> ASGIApp:
+    from leasegate.proxy.app import create_proxy_app  # a proxy worker never loads the rest
+
     config = load_config()
     prepare_process(config)
     return with_access_log(create_proxy_app(config), config)

@@ -4,6 +4,9 @@ commands `accounts` and `audit` (leasegate.cli.admin), which talk to a running c
 Every command validates the whole configuration first and exits 2 with one line when it is
 wrong; servers log JSON lines to stderr and drain on SIGTERM (a clean stop exits 0).
 `migrate` exits 1 with one line when the database cannot be reached or does not exist.
+
+Each command imports what it runs when it runs: a proxy process never loads the control
+plane, the console or Alembic (resident memory is per process, and a proxy runs many).
 """
 
 from __future__ import annotations
@@ -17,17 +20,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pydantic import SecretStr
+from starlette.types import ASGIApp
 
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults
-from leasegate.cli.dev import create_dev_app
 from leasegate.cli.evidence import EVIDENCE_COMMAND, add_evidence_commands, run_evidence
-from leasegate.cli.serve import serve, serve_with_demo, serve_workers
 from leasegate.cli.startup import prepare_process, with_access_log
 from leasegate.config import Config, ConfigError, load_config
-from leasegate.control_plane.app import create_control_plane_app
-from leasegate.db.migrate import MigrationError, upgrade
-from leasegate.proxy.app import create_proxy_app
 
 _DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
 
@@ -45,20 +44,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"leasegate: configuration error: {exc}\n")
         return 2
+
+
+def _migrate(config: Config) -> int:
+    from leasegate.db.migrate import MigrationError, upgrade
+
+    try:
+        upgrade(config.settings.database_url)
     except MigrationError as exc:
-        sys.stderr.write(f"leasegate {args.command}: {exc}\n")
+        sys.stderr.write(f"leasegate migrate: {exc}\n")
         return 1
+    return 0
 
 
 def _run(args: argparse.Namespace, config: Config) -> int:
     prepare_process(config)
     if args.command == "migrate":
-        upgrade(config.settings.database_url)
-        return 0
+        return _migrate(config)
     if args.command == EVIDENCE_COMMAND:
         return run_evidence(args, config)
+    from leasegate.cli.serve import serve, serve_workers
+
     port = args.port if args.port is not None else _DEFAULT_PORTS[args.command]
     if args.command == "dev":
+        from leasegate.cli.dev import create_dev_app
+
         if args.workers != 1:
             raise ConfigError("--workers: `dev` runs one process (its stores live in it)")
         if config.settings.control_token is None:
@@ -75,11 +85,22 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
     if args.workers > 1:
         return serve_workers(args.command, args.workers, config, args.host, port)
-    create = create_control_plane_app if args.command == "control-plane" else create_proxy_app
-    return serve(with_access_log(create(config), config), config, args.host, port)
+    app: ASGIApp
+    if args.command == "control-plane":
+        from leasegate.control_plane.app import create_control_plane_app
+
+        app = create_control_plane_app(config)
+    else:
+        from leasegate.proxy.app import create_proxy_app
+
+        app = create_proxy_app(config)
+    return serve(with_access_log(app, config), config, args.host, port)
 
 
 def _run_demo(args: argparse.Namespace, workdir: Path) -> int:
+    from leasegate.cli.dev import create_dev_app
+    from leasegate.cli.serve import serve_with_demo
+
     defaults = demo_defaults(args.demo_port, workdir)
     config = load_config(defaults=defaults)
     prepare_process(config)

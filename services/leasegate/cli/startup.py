@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 from starlette.types import ASGIApp
@@ -30,5 +31,17 @@ def prepare_process(config: Config) -> None:
 
 
 def with_access_log(app: ASGIApp, config: Config) -> ASGIApp:
-    """The app wrapped in the access-log middleware unless LEASEGATE_ACCESS_LOG is off."""
-    return AccessLog(app) if config.settings.access_log else app
+    """The app wrapped in the access-log middleware unless LEASEGATE_ACCESS_LOG is off.
+    Called last, once the app is built: it also settles the heap (`settle_heap`)."""
+    wrapped = AccessLog(app) if config.settings.access_log else app
+    settle_heap()
+    return wrapped
+
+
+def settle_heap() -> None:
+    """Move every object alive now (modules, the app, its routes and models) out of the
+    garbage collector's sight. They live as long as the process; without this each full
+    collection walks all of them again, which a request that allocates many objects (an ORM
+    read) pays for: up to a seventh of a renewal's CPU in the profile."""
+    gc.collect()
+    gc.freeze()

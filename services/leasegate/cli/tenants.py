@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
-Refused = Callable[[httpx.Response], int]
+Refused = Callable[["httpx.Response"], int]
 
 
 def add_tenants_command(commands: Any, client_options: Callable[[Any], None]) -> None:

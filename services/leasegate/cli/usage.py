@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 _COUNTS = (
     "requests",

@@ -1,0 +1,132 @@
+"""asyncpg connections for the hot paths on Postgres, without SQLAlchemy in between.
+
+A mint, a renewal, a revocation and a key read are each one statement. Through SQLAlchemy
+each also paid a pool checkout and checkin through greenlets, the statement's compilation and
+cache lookup, an AUTOCOMMIT switch or a BEGIN/COMMIT pair, and (for ORM reads) a unit of work
+and identity map: most of the control plane's CPU per mint. `PgPool` lends plain asyncpg
+connections instead; each statement runs in autocommit and asyncpg prepares it once per
+connection (its statement cache), so a call is one round trip and a few microseconds of
+Python.
+
+The same deadlines as the engine's: a connection attempt is bounded by `connect_s`, each
+statement by `command_s`. A failure that may have left a connection unusable (a closed or
+reset socket, a timeout, a server shutting down, a cancelled call) terminates that connection
+and every idle one, as SQLAlchemy invalidates its pool on a disconnect. Every driver error the
+caller does not handle itself (`passthrough`) leaves as the core's `StoreError`, sorted by
+`leasegate.db.errors.store_error` (`StoreUnavailable`, answered 503 `unavailable`, or
+`StoreRejected` for content the database refuses). The next call connects afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from leasegate.core.ports.errors import StoreUnavailable
+from leasegate.db.errors import RAW_CALL_ERRORS, store_error
+
+POOL_WAIT_S = 30.0
+"""As the engine's pool: a burst queued on one account's row lock waits this long."""
+
+_CONNECTION_CLASSES = ("08", "57")
+"""SQLSTATE classes after which the connection is not reused: connection exception and
+operator intervention (shutdown, termination, crash recovery)."""
+
+
+class PgPool:
+    """At most `size` asyncpg connections, opened on first use and kept."""
+
+    def __init__(
+        self,
+        connect_kwargs: Mapping[str, Any],
+        *,
+        size: int,
+        connect_s: float,
+        command_s: float | None,
+    ) -> None:
+        self._connect_kwargs = dict(connect_kwargs)
+        self._connect_s = connect_s
+        self._command_s = command_s
+        self._slots = asyncio.Semaphore(size)
+        self._idle: list[asyncpg.Connection] = []
+        self._generation = 0
+
+    @asynccontextmanager
+    async def connection(
+        self, passthrough: tuple[type[BaseException], ...] = ()
+    ) -> AsyncIterator[asyncpg.Connection]:
+        """A connection for one or a few statements. Driver errors listed in `passthrough`
+        (refusals the caller maps itself) propagate unchanged; a broken connection is dropped
+        either way."""
+        try:
+            async with asyncio.timeout(POOL_WAIT_S):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise StoreUnavailable("pool-timeout") from None
+        try:
+            connection = self._idle.pop() if self._idle else await self._connect()
+            generation = self._generation
+            try:
+                yield connection
+            except BaseException as exc:
+                if _connection_survives(exc):
+                    self._give_back(connection, generation)
+                else:
+                    connection.terminate()
+                    self.expire()
+                if not isinstance(exc, passthrough) and isinstance(exc, RAW_CALL_ERRORS):
+                    raise store_error(exc) from exc
+                raise
+            self._give_back(connection, generation)
+        finally:
+            self._slots.release()
+
+    async def _connect(self) -> asyncpg.Connection:
+        try:
+            return await asyncpg.connect(
+                **self._connect_kwargs,
+                timeout=self._connect_s,
+                command_timeout=self._command_s,
+            )
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+            raise StoreUnavailable(type(exc).__name__) from exc
+
+    def _give_back(self, connection: asyncpg.Connection, generation: int) -> None:
+        if generation != self._generation or connection.is_closed():
+            connection.terminate()
+        else:
+            self._idle.append(connection)
+
+    def expire(self) -> None:
+        """Drop every idle connection; those lent out are dropped when they come back."""
+        self._generation += 1
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.terminate()
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        self._generation += 1
+        for connection in idle:
+            try:
+                async with asyncio.timeout(self._connect_s):
+                    await connection.close()
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                connection.terminate()
+
+
+def _connection_survives(exc: BaseException) -> bool:
+    """A statement error the server answered (the connection is fine), not a broken link."""
+    if isinstance(exc, asyncpg.PostgresError) and not isinstance(
+        exc, asyncpg.PostgresConnectionError
+    ):
+        return str(exc.sqlstate or "")[:2] not in _CONNECTION_CLASSES
+    if isinstance(exc, asyncpg.exceptions.DataError):
+        return True  # a value the driver could not encode: nothing was sent
+    return not isinstance(
+        exc, asyncpg.InterfaceError | OSError | asyncio.CancelledError | TimeoutError
+    ) and isinstance(exc, Exception)

@@ -1,0 +1,37 @@
+"""asyncpg records to the core dataclasses: the column lists the raw statements select, and
+the conversions (`leasegate.db.convert` does the same for SQLAlchemy's ORM rows)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any, cast
+
+from leasegate.core.errors import PassOver
+from leasegate.core.records import DecisionOutcome, KeyRecord, MintDecision, MintKind
+
+_KEY_FIELDS = tuple(f.name for f in fields(KeyRecord))
+_DECISION_FIELDS = tuple(f.name for f in fields(MintDecision))
+
+KEY_COLUMNS = ", ".join(_KEY_FIELDS)
+"""Every column a `KeyRecord` is read from (the `keys` table's, less `live_dispatch`)."""
+DECISION_COLUMNS = ", ".join(_DECISION_FIELDS)
+"""The `mint_decisions` table's columns, as `MintDecision` names them."""
+
+
+def key_of_row(row: Mapping[str, Any]) -> KeyRecord:
+    """A key from a row that has `KEY_COLUMNS` (timestamps come back in UTC from asyncpg)."""
+    return KeyRecord(*(row[name] for name in _KEY_FIELDS))
+
+
+def decision_of_row(row: Mapping[str, Any]) -> MintDecision:
+    values = {name: row[name] for name in _DECISION_FIELDS}
+    # json columns come back as their text
+    passed_over = values["passed_over"]
+    if isinstance(passed_over, str):
+        passed_over = json.loads(passed_over)
+    values["passed_over"] = tuple(PassOver(p["account_id"], p["code"]) for p in passed_over)
+    values["kind"] = cast("MintKind", values["kind"])
+    values["outcome"] = cast("DecisionOutcome", values["outcome"])
+    return MintDecision(**values)
