@@ -149,3 +149,32 @@ def test_transient_failures_are_those_where_nothing_reached_the_caller() -> None
     assert not classify_failure(ProxyFailure(200, "overloaded_error", "in stream")).transient
     request = httpx.Request("POST", "http://proxy/v1/chat/completions")
     assert not classify_failure(httpx.ReadError("cut", request=request)).transient
+
+
+def test_upstream_errors_are_read_with_every_provider_kinds_vocabulary() -> None:
+    """The client cannot know the account's kind: any kind's quota or missing-model name
+    counts, as the gateway classifies it (leasegate.providers)."""
+    request = httpx.Request("POST", "http://proxy/v1/chat/completions")
+
+    def upstream(status: int, body: object, **headers: str) -> httpx.HTTPStatusError:
+        response = httpx.Response(status, json=body, headers=headers, request=request)
+        return httpx.HTTPStatusError(str(status), request=request, response=response)
+
+    gemini_quota = {
+        "error": {
+            "code": 429,
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "BILLING_DISABLED"}
+            ],
+        }
+    }
+    assert not classify_failure(upstream(429, gemini_quota, **{"retry-after": "1"})).transient
+    anthropic_billing = {"type": "error", "error": {"type": "billing_error", "message": "-"}}
+    assert not classify_failure(upstream(429, anthropic_billing, **{"retry-after": "1"})).transient
+    # a missing model: Anthropic's not_found_error, OpenRouter's numeric 404, Gemini's status
+    assert classify_failure(upstream(404, {"error": {"type": "not_found_error"}})).action == "hop"
+    assert classify_failure(upstream(404, {"error": {"code": 404}})).action == "hop"
+    gemini_missing = {"error": {"code": 404, "status": "NOT_FOUND", "message": "-"}}
+    assert classify_failure(upstream(404, gemini_missing)).action == "hop"
+    assert classify_failure(upstream(404, {"error": {"code": "no_such_route"}})).action == "stop"

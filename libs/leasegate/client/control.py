@@ -1,7 +1,9 @@
 """The control plane over httpx: `ControlClient` (sync) and `AsyncControlClient` (async).
 
-Both are thin: every method builds a `wire.Operation` and hands it to `send`, which moves the
-bytes and lets `wire.outcome` read the answer or raise the gateway's refusal. A transport
+Both are thin: every method is a builder of `wire` (its signature and documentation are the
+builder's) whose `Operation` it hands to `send`, which moves the bytes and lets
+`wire.outcome` read the answer or raise the gateway's refusal; only the moving differs
+between the two. A transport
 failure is `ControlUnreachable`: for a mint it means "maybe minted" (see `Dispatch`).
 
     with ControlClient("http://127.0.0.1:8080", token) as control:
@@ -10,24 +12,57 @@ failure is `ControlUnreachable`: for a mint it means "maybe minted" (see `Dispat
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import httpx
 
 from leasegate.client import wire
 from leasegate.client.errors import ControlUnreachable
-from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
 from leasegate.client.wire import Operation
-from leasegate.core.records import AdminState
 
 T = TypeVar("T")
+P = ParamSpec("P")
 DEFAULT_TIMEOUT_S = 10.0
 
 
-def _headers(op: Operation[T], token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", **op.headers}
+def _request(op: Operation[T], token: str, timeout_s: float) -> dict[str, Any]:
+    """httpx's arguments for `op`: the one request both clients send."""
+    return {
+        "method": op.method,
+        "url": op.path,
+        "json": op.body,
+        "params": dict(op.params) or None,
+        "headers": {"Authorization": f"Bearer {token}", **op.headers},
+        "timeout": timeout_s,
+    }
+
+
+def _unreachable(op: Operation[T], exc: httpx.TransportError) -> ControlUnreachable:
+    return ControlUnreachable(f"{op.method} {op.path}: {type(exc).__name__}")
+
+
+def _blocking(build: Callable[P, Operation[T]]) -> Callable[Concatenate[ControlClient, P], T]:
+    """A `ControlClient` method: build the operation (its signature is `build`'s), send it."""
+
+    def call(self: ControlClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(build(*args, **kwargs))
+
+    call.__doc__ = build.__doc__
+    return call
+
+
+def _awaited(
+    build: Callable[P, Operation[T]],
+) -> Callable[Concatenate[AsyncControlClient, P], Coroutine[Any, Any, T]]:
+    """An `AsyncControlClient` method: the same operation, awaited."""
+
+    async def call(self: AsyncControlClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(build(*args, **kwargs))
+
+    call.__doc__ = build.__doc__
+    return call
 
 
 class ControlClient:
@@ -47,94 +82,21 @@ class ControlClient:
 
     def send(self, op: Operation[T], *, timeout_s: float | None = None) -> T:
         try:
-            response = self._http.request(
-                op.method,
-                op.path,
-                json=op.body,
-                params=dict(op.params) or None,
-                headers=_headers(op, self._token),
-                timeout=timeout_s or self._timeout_s,
-            )
+            response = self._http.request(**_request(op, self._token, timeout_s or self._timeout_s))
         except httpx.TransportError as exc:
-            raise ControlUnreachable(f"{op.method} {op.path}: {type(exc).__name__}") from exc
+            raise _unreachable(op, exc) from exc
         return wire.outcome(op, response.status_code, response.headers, response.content)
 
-    def mint(
-        self,
-        tenant: str,
-        dispatch_id: str,
-        model: str,
-        *,
-        role: str | None = None,
-        ttl_s: int | None = None,
-        retry_of_mint_decision_id: str | None = None,
-        supersedes_mint_decision_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Minted:
-        return self.send(
-            wire.mint(
-                tenant,
-                dispatch_id,
-                model,
-                role=role,
-                ttl_s=ttl_s,
-                retry_of_mint_decision_id=retry_of_mint_decision_id,
-                supersedes_mint_decision_id=supersedes_mint_decision_id,
-                idempotency_key=idempotency_key,
-            )
-        )
-
-    def revoke(self, key_id: str) -> None:
-        self.send(wire.revoke(key_id))
-
-    def renew(self, key_id: str, ttl_s: int | None = None) -> Minted:
-        return self.send(wire.renew(key_id, ttl_s))
-
-    def get_key(self, key_id: str) -> KeyInfo:
-        return self.send(wire.get_key(key_id))
-
-    def decision(self, decision_id: str) -> Decision:
-        return self.send(wire.decision(decision_id))
-
-    def decisions(self, tenant: str, dispatch_id: str) -> tuple[Decision, ...]:
-        return self.send(wire.decisions(tenant, dispatch_id))
-
-    def evidence(
-        self,
-        *,
-        decision_id: str | None = None,
-        account_id: str | None = None,
-        since: datetime | None = None,
-        limit: int = 100,
-    ) -> tuple[Evidence, ...]:
-        return self.send(
-            wire.evidence(decision_id=decision_id, account_id=account_id, since=since, limit=limit)
-        )
-
-    def accounts(self) -> Accounts:
-        return self.send(wire.accounts())
-
-    def account(self, account_id: str) -> Accounts:
-        return self.send(wire.account(account_id))
-
-    def set_account_state(
-        self,
-        account_id: str,
-        state: AdminState,
-        *,
-        expected_revision: int,
-        reason: str,
-        on_behalf_of: str | None = None,
-    ) -> Accounts:
-        return self.send(
-            wire.set_account_state(
-                account_id,
-                state,
-                expected_revision=expected_revision,
-                reason=reason,
-                on_behalf_of=on_behalf_of,
-            )
-        )
+    mint = _blocking(wire.mint)
+    revoke = _blocking(wire.revoke)
+    renew = _blocking(wire.renew)
+    get_key = _blocking(wire.get_key)
+    decision = _blocking(wire.decision)
+    decisions = _blocking(wire.decisions)
+    evidence = _blocking(wire.evidence)
+    accounts = _blocking(wire.accounts)
+    account = _blocking(wire.account)
+    set_account_state = _blocking(wire.set_account_state)
 
     def close(self) -> None:
         self._http.close()
@@ -169,93 +131,22 @@ class AsyncControlClient:
     async def send(self, op: Operation[T], *, timeout_s: float | None = None) -> T:
         try:
             response = await self._http.request(
-                op.method,
-                op.path,
-                json=op.body,
-                params=dict(op.params) or None,
-                headers=_headers(op, self._token),
-                timeout=timeout_s or self._timeout_s,
+                **_request(op, self._token, timeout_s or self._timeout_s)
             )
         except httpx.TransportError as exc:
-            raise ControlUnreachable(f"{op.method} {op.path}: {type(exc).__name__}") from exc
+            raise _unreachable(op, exc) from exc
         return wire.outcome(op, response.status_code, response.headers, response.content)
 
-    async def mint(
-        self,
-        tenant: str,
-        dispatch_id: str,
-        model: str,
-        *,
-        role: str | None = None,
-        ttl_s: int | None = None,
-        retry_of_mint_decision_id: str | None = None,
-        supersedes_mint_decision_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Minted:
-        return await self.send(
-            wire.mint(
-                tenant,
-                dispatch_id,
-                model,
-                role=role,
-                ttl_s=ttl_s,
-                retry_of_mint_decision_id=retry_of_mint_decision_id,
-                supersedes_mint_decision_id=supersedes_mint_decision_id,
-                idempotency_key=idempotency_key,
-            )
-        )
-
-    async def revoke(self, key_id: str) -> None:
-        await self.send(wire.revoke(key_id))
-
-    async def renew(self, key_id: str, ttl_s: int | None = None) -> Minted:
-        return await self.send(wire.renew(key_id, ttl_s))
-
-    async def get_key(self, key_id: str) -> KeyInfo:
-        return await self.send(wire.get_key(key_id))
-
-    async def decision(self, decision_id: str) -> Decision:
-        return await self.send(wire.decision(decision_id))
-
-    async def decisions(self, tenant: str, dispatch_id: str) -> tuple[Decision, ...]:
-        return await self.send(wire.decisions(tenant, dispatch_id))
-
-    async def evidence(
-        self,
-        *,
-        decision_id: str | None = None,
-        account_id: str | None = None,
-        since: datetime | None = None,
-        limit: int = 100,
-    ) -> tuple[Evidence, ...]:
-        return await self.send(
-            wire.evidence(decision_id=decision_id, account_id=account_id, since=since, limit=limit)
-        )
-
-    async def accounts(self) -> Accounts:
-        return await self.send(wire.accounts())
-
-    async def account(self, account_id: str) -> Accounts:
-        return await self.send(wire.account(account_id))
-
-    async def set_account_state(
-        self,
-        account_id: str,
-        state: AdminState,
-        *,
-        expected_revision: int,
-        reason: str,
-        on_behalf_of: str | None = None,
-    ) -> Accounts:
-        return await self.send(
-            wire.set_account_state(
-                account_id,
-                state,
-                expected_revision=expected_revision,
-                reason=reason,
-                on_behalf_of=on_behalf_of,
-            )
-        )
+    mint = _awaited(wire.mint)
+    revoke = _awaited(wire.revoke)
+    renew = _awaited(wire.renew)
+    get_key = _awaited(wire.get_key)
+    decision = _awaited(wire.decision)
+    decisions = _awaited(wire.decisions)
+    evidence = _awaited(wire.evidence)
+    accounts = _awaited(wire.accounts)
+    account = _awaited(wire.account)
+    set_account_state = _awaited(wire.set_account_state)
 
     async def aclose(self) -> None:
         await self._http.aclose()

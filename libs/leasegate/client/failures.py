@@ -22,7 +22,11 @@ failure inside a 200 stream), or the proxy's `upstream-unreachable` (the upstrea
 refused the connection before any response byte). `Dispatch` retries those once on the same
 lease before hopping; a 429 only when it says how long to wait (`Retry-After`).
 
-Errors of the official SDKs are read by shape (`status_code`, `body`, the class names of
+Which upstream error identifiers mean a quota or credential fault or a missing model is the
+provider kinds' to say (`leasegate.providers.ANY_KIND_ERRORS`, every kind's vocabulary at
+once: the caller does not know the account's kind), read from the payload as any wire reads
+it (`error_names`), the same tables the gateway classifies with. Errors of the official SDKs
+are read by shape (`status_code`, `body`, the class names of
 their connection errors), so this package does not depend on them.
 """
 
@@ -37,6 +41,7 @@ import httpx
 
 from leasegate.client import wire
 from leasegate.client.errors import ProxyFailure
+from leasegate.providers import ANY_KIND_ERRORS, error_names
 
 Action = Literal["hop", "again", "stop", "fallback"]
 
@@ -45,10 +50,6 @@ _HOP_GATEWAY_CODES = frozenset(
     {"model-cooling", "circuit-open", "upstream-timeout", "upstream-unreachable"}
 )
 _AGAIN_GATEWAY_CODES = frozenset({"account-request-capacity-exhausted", "upstream-pool-exhausted"})
-# a 429 or 5xx carrying one of these is a quota or credential fault: no same-lease retry
-_ACCOUNT_CODES = frozenset(
-    {"insufficient_quota", "billing_error", "insufficient_credits", "billing_hard_limit_reached"}
-)
 # the SDKs' connection failures (openai/anthropic APIConnectionError, APITimeoutError)
 _CONNECTION_CLASS_NAMES = frozenset({"APIConnectionError", "APITimeoutError"})
 
@@ -72,6 +73,8 @@ class _Seen:
     gateway: bool
     retry_after_s: float | None
     context_fallback: str | None = None
+    names: tuple[str, ...] = ()
+    """The upstream error's identifiers, lower-cased, most specific first."""
 
 
 def classify_failure(error: BaseException) -> Verdict:
@@ -106,19 +109,27 @@ def _by_status(seen: _Seen) -> Verdict:
         return Verdict("stop", label)
     if seen.status in _HOP_STATUSES or seen.status >= 500:
         transient = seen.status >= 500 or (seen.status == 429 and seen.retry_after_s is not None)
-        if seen.code in _ACCOUNT_CODES:
+        if _any_in(seen.names, ANY_KIND_ERRORS.account):
             transient = False  # a quota or credential fault does not pass in a moment
         return Verdict("hop", label, seen.retry_after_s, transient=transient)
-    if seen.status == 404 and seen.code is not None and "model" in seen.code.lower():
-        return Verdict("hop", label)
+    if seen.status == 404 and (
+        _any_in(seen.names, ANY_KIND_ERRORS.model_not_found) or "404" in seen.names
+    ):
+        return Verdict("hop", label)  # the model is missing (a numeric code echoes the status)
     return Verdict("stop", label)
 
 
 def _seen(error: BaseException) -> _Seen | None:
     """Status, code and origin of a failure that carried an HTTP answer; None otherwise."""
     if isinstance(error, ProxyFailure):
+        names = (error.code.lower(),) if error.code else ()
         return _Seen(
-            error.status, error.code, error.gateway, error.retry_after_s, error.context_fallback
+            error.status,
+            error.code,
+            error.gateway,
+            error.retry_after_s,
+            error.context_fallback,
+            names,
         )
     if isinstance(error, httpx.HTTPStatusError):
         response = error.response
@@ -135,24 +146,15 @@ def _seen(error: BaseException) -> _Seen | None:
 
 
 def _from_body(status: int, body: Any, headers: Mapping[str, str] | None) -> _Seen:
+    # an SDK's `body` may be the error object itself (OpenAI's) or the whole payload
     error = body.get("error", body) if isinstance(body, Mapping) else None
-    code: str | None = None
-    gateway = False
-    retry_after: float | None = None
-    if isinstance(error, Mapping):
-        raw = error.get("code") or error.get("type")
-        code = str(raw) if raw is not None else None
-        # only the gateway's envelope carries a disposition: an upstream body never does
-        gateway = "disposition" in error
-        value = error.get("retry_after_s")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            retry_after = float(value)
-    fallback = None
-    if headers is not None:
-        if retry_after is None:
-            retry_after = wire.retry_after_header(headers)
-        fallback = headers.get(wire.CONTEXT_FALLBACK_HEADER)
-    return _Seen(status, code, gateway, retry_after, fallback)
+    seen = wire.failed_answer(error, headers)
+    names = () if seen.gateway or error is None else error_names({"error": error})
+    return _Seen(status, seen.code, seen.gateway, seen.retry_after_s, seen.context_fallback, names)
+
+
+def _any_in(names: tuple[str, ...], table: frozenset[str]) -> bool:
+    return any(name in table for name in names)
 
 
 def _is_connection_failure(error: BaseException) -> bool:

@@ -10,19 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import TypeAdapter
-
-from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted, PassOver
+from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
 from leasegate.wire import Account, AccountRead, DecisionList, EvidenceList
 
 Json = Mapping[str, Any]
-
-_PASSED_OVER: TypeAdapter[tuple[PassOver, ...]] = TypeAdapter(tuple[PassOver, ...])
-
-
-def passed_over(value: object) -> tuple[PassOver, ...]:
-    """An error envelope's `passed_over` (absent or null: none)."""
-    return _PASSED_OVER.validate_python(value or ())
 
 
 def minted(status: int, body: Json) -> Minted:

@@ -63,35 +63,26 @@ def failure_of(response: httpx.Response) -> ProxyFailure:
     except ValueError:
         decoded = None
     error = decoded.get("error") if isinstance(decoded, dict) else None
-    fallback = response.headers.get(wire.CONTEXT_FALLBACK_HEADER)
-    if not isinstance(error, dict):
-        return ProxyFailure(
-            response.status_code, None, response.reason_phrase, context_fallback=fallback
-        )
-    code = error.get("code") or error.get("type")
-    retry_after = error.get("retry_after_s")
+    seen = wire.failed_answer(error, response.headers)
     return ProxyFailure(
         response.status_code,
-        str(code) if code is not None else None,
-        str(error.get("message") or ""),
-        retry_after_s=float(retry_after)
-        if isinstance(retry_after, int | float)
-        else wire.retry_after_header(response.headers),
-        gateway="disposition" in error,
-        context_fallback=fallback,
+        seen.code,
+        seen.message if isinstance(error, dict) else response.reason_phrase,
+        retry_after_s=seen.retry_after_s,
+        gateway=seen.gateway,
+        context_fallback=seen.context_fallback,
     )
 
 
 def _raise_stream_error(event: str | None, payload: Mapping[str, Any], status: int) -> None:
     error = payload.get("error")
     if event == "error" or error:
-        detail = error if isinstance(error, Mapping) else payload
-        code = detail.get("code") or detail.get("type")
+        seen = wire.failed_answer(error if isinstance(error, Mapping) else payload, None)
         raise ProxyFailure(
             status,
-            str(code) if code is not None else "in-stream-error",
-            str(detail.get("message") or "error event in the stream"),
-            gateway="disposition" in detail,
+            seen.code or "in-stream-error",
+            seen.message or "error event in the stream",
+            gateway=seen.gateway,
         )
 
 

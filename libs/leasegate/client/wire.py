@@ -18,6 +18,7 @@ from leasegate.client import parse
 from leasegate.client.errors import GatewayRefusal, Held, ProtocolError, Rejected
 from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
 from leasegate.core.records import AdminState
+from leasegate.wire import ErrorBody
 
 T = TypeVar("T")
 PREFIX = "/control/v2"
@@ -169,29 +170,66 @@ def _decode(content: bytes) -> Any:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class FailedAnswer:
+    """What an error answer through the proxy says: the gateway's own envelope (`gateway`), or
+    an upstream's error object, which the proxy passes through unchanged."""
+
+    code: str | None
+    message: str
+    gateway: bool
+    retry_after_s: float | None
+    context_fallback: str | None
+
+
+def failed_answer(error: object, headers: Mapping[str, str] | None) -> FailedAnswer:
+    """Read an error object (the `error` of a body, or a whole body that has none) and the
+    answer's headers. Only the gateway's envelope carries a `disposition`; it is read with its
+    model. A wait is the envelope's, else the headers' (`retry_after_header`)."""
+    wait = retry_after_header(headers) if headers is not None else None
+    fallback = headers.get(CONTEXT_FALLBACK_HEADER) if headers is not None else None
+    if not isinstance(error, Mapping):
+        return FailedAnswer(None, "", False, wait, fallback)
+    if "disposition" in error:
+        body = _error_body(error)
+        if body.retry_after_s is not None:
+            wait = float(body.retry_after_s)
+        return FailedAnswer(body.code, body.message, True, wait, fallback)
+    raw = error.get("code") or error.get("type")
+    code = str(raw) if raw is not None else None
+    return FailedAnswer(code, str(error.get("message") or ""), False, wait, fallback)
+
+
+def _error_body(error: Mapping[str, Any]) -> ErrorBody:
+    try:
+        return ErrorBody.model_validate(error)
+    except ValueError:  # pydantic's ValidationError: an odd field; the four every refusal has
+        core = {name: error[name] for name in ("code", "message", "disposition") if name in error}
+        try:
+            return ErrorBody.model_validate(core)
+        except ValueError:
+            return ErrorBody(code=str(error.get("code") or "unknown"))
+
+
 def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRefusal:
     """The typed error for a non-success answer: the envelope's fields when there is one."""
-    error = decoded.get("error") if isinstance(decoded, dict) else None
-    if not isinstance(error, dict):
+    error = decoded.get("error") if isinstance(decoded, Mapping) else None
+    if not isinstance(error, Mapping):
         return GatewayRefusal(status, "unknown", f"HTTP {status} without an error envelope")
-    disposition = error.get("disposition")
-    kind = Held if disposition == "held" else Rejected if disposition == "rejected" else None
-    retry_after = error.get("retry_after_s")
-    if not isinstance(retry_after, int | float) or isinstance(retry_after, bool):
-        retry_after = retry_after_header(headers)
-    try:
-        passed = parse.passed_over(error.get("passed_over"))
-    except ValueError:  # pydantic's ValidationError: an odd envelope still raises its refusal
-        passed = ()
-    return (kind or GatewayRefusal)(
+    body = _error_body(error)
+    kind = {"held": Held, "rejected": Rejected}.get(body.disposition or "", GatewayRefusal)
+    retry_after = body.retry_after_s
+    return kind(
         status,
-        str(error.get("code") or "unknown"),
-        str(error.get("message") or ""),
-        disposition=disposition if kind is not None else None,
-        retry_after_s=float(retry_after) if retry_after is not None else None,
-        passed_over=passed,
-        cooldown_scope=error.get("cooldown_scope"),
-        mint_decision_id=error.get("mint_decision_id"),
+        body.code,
+        body.message,
+        disposition=body.disposition,
+        retry_after_s=float(retry_after)
+        if retry_after is not None
+        else retry_after_header(headers),
+        passed_over=tuple(body.passed_over),
+        cooldown_scope=body.cooldown_scope,
+        mint_decision_id=body.mint_decision_id,
         envelope=error,
     )
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
-Disposition = Literal["held", "rejected"]
+from leasegate.core import envelope
+from leasegate.core.envelope import Disposition, Envelope, ErrorBody
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,23 +141,28 @@ class GatewayError(Exception):
         self.mint_decision_id = mint_decision_id
         self.extra = extra or {}
 
-    def envelope(self) -> dict[str, object]:
-        """The wire shape shared by both services (the OpenAI error shape, extended)."""
-        body: dict[str, object] = {
+    def body(self) -> Envelope:
+        """The refusal as the typed envelope (only the fields it has are set)."""
+        fields: dict[str, Any] = {
             "type": self.type,
             "code": self.code,
             "message": self.message,
             "disposition": self.disposition,
         }
         if self.retry_after_s is not None:
-            body["retry_after_s"] = round(self.retry_after_s, 3)
+            fields["retry_after_s"] = round(self.retry_after_s, 3)
         if self.passed_over:
-            body["passed_over"] = [
-                {"account_id": p.account_id, "code": p.code} for p in self.passed_over
+            fields["passed_over"] = [
+                envelope.PassOver(account_id=p.account_id, code=p.code) for p in self.passed_over
             ]
         if self.cooldown_scope is not None:
-            body["cooldown_scope"] = self.cooldown_scope
+            fields["cooldown_scope"] = self.cooldown_scope
         if self.mint_decision_id is not None:
-            body["mint_decision_id"] = self.mint_decision_id
-        body.update(self.extra)
-        return {"error": body}
+            fields["mint_decision_id"] = self.mint_decision_id
+        fields.update(self.extra)
+        return Envelope(error=ErrorBody(**fields))
+
+    def envelope(self) -> dict[str, Any]:
+        """The wire shape shared by both services (the OpenAI error shape, extended), as the
+        dict a renderer serialises: `body()` rendered."""
+        return self.body().render()

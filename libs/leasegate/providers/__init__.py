@@ -20,15 +20,18 @@ from leasegate.providers.base import (
 )
 from leasegate.providers.common import COMMON_ERRORS
 from leasegate.providers.kinds import (
+    ANY_KIND_ERRORS,
     ENDPOINTS,
     KINDS,
     WIRES,
+    error_names,
     kind_named,
     upstream_route,
     wire_named,
 )
 
 __all__ = [
+    "ANY_KIND_ERRORS",
     "COMMON_ERRORS",
     "ENDPOINTS",
     "EXAMPLE_MODEL",
@@ -44,6 +47,7 @@ __all__ = [
     "UpstreamRoute",
     "Usage",
     "Wire",
+    "error_names",
     "kind_named",
     "upstream_route",
     "wire_named",

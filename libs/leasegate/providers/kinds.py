@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from leasegate.providers.anthropic import Anthropic
 from leasegate.providers.azure_openai import AzureOpenAI
-from leasegate.providers.base import Endpoint, ProviderKind, UpstreamRoute, Wire
+from leasegate.providers.base import Endpoint, ErrorVocabulary, ProviderKind, UpstreamRoute, Wire
 from leasegate.providers.gemini import Gemini
 from leasegate.providers.openai import OpenAI, OpenAICompatible, OpenRouter
 
@@ -27,6 +27,22 @@ ENDPOINTS: tuple[Endpoint, ...] = tuple(
 """Every caller-facing endpoint, each once."""
 
 WIRES: Mapping[str, Wire] = {endpoint.wire.name: endpoint.wire for endpoint in ENDPOINTS}
+
+ANY_KIND_ERRORS = ErrorVocabulary(
+    account=frozenset().union(*(kind.errors.account for kind in KINDS.values())),
+    model_not_found=frozenset().union(*(kind.errors.model_not_found for kind in KINDS.values())),
+    overloaded=frozenset().union(*(kind.errors.overloaded for kind in KINDS.values())),
+)
+"""Every kind's vocabulary at once, for a reader that cannot know the account's kind (the
+client reads an upstream's error as the proxy relayed it)."""
+
+
+def error_names(error: Mapping[str, object]) -> tuple[str, ...]:
+    """An error payload's identifiers as any wire reads them, lower-cased, each once: codes
+    first (the most specific), then types. For a reader that does not know the wire."""
+    fields = [wire.error_fields(error) for wire in WIRES.values()]
+    names = [code for _, code in fields if code] + [type_ for type_, _ in fields if type_]
+    return tuple(dict.fromkeys(name.lower() for name in names))
 
 
 def kind_named(name: str) -> ProviderKind:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from leasegate.core.errors import Disposition
+from leasegate.core.envelope import Disposition
 from leasegate.core.ports.storage import EvidenceSummary
 from leasegate.core.records import MintDecision
 

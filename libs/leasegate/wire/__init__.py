@@ -7,6 +7,7 @@ the gateway's own values only, no framework, store or HTTP client, so an install
 imports this without FastAPI.
 """
 
+from leasegate.core.envelope import Envelope, ErrorBody
 from leasegate.wire.accounts import (
     Account,
     AccountRead,
@@ -48,6 +49,8 @@ __all__ = [
     "Cooling",
     "Decision",
     "DecisionList",
+    "Envelope",
+    "ErrorBody",
     "Evidence",
     "EvidenceList",
     "Instant",

@@ -12,20 +12,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic import AwareDatetime, PlainSerializer, WithJsonSchema
 
 from leasegate.core.clock import iso
+from leasegate.core.envelope import WireModel
 
-
-class WireModel(BaseModel):
-    """A response body, or a part of one: frozen; unknown fields ignored when read."""
-
-    model_config = ConfigDict(
-        frozen=True,
-        extra="ignore",
-        # every field is always sent (null when empty): the document says so
-        json_schema_serialization_defaults_required=True,
-    )
+__all__ = ["Instant", "Money", "Time", "WireModel", "money"]
 
 
 def money(value: Decimal | None) -> str | None:

@@ -1,18 +1,17 @@
-"""Keys on the wire: the mint's answer (also a renewal's) and a key's state."""
+"""Keys on the wire: the mint's answer (also a renewal's) and a key's state.
+
+`PassOver` is the error envelope's (`leasegate.core.envelope`): a mint and a refusal name a
+passed-over candidate the same way."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
+from leasegate.core.envelope import PassOver
 from leasegate.core.records import KeyState
 from leasegate.wire.base import Money, Time, WireModel
 
-
-class PassOver(WireModel):
-    """One candidate selection skipped, and the first filter that ruled it out."""
-
-    account_id: str
-    code: str
+__all__ = ["Budget", "KeyInfo", "MintAnswer", "PassOver"]
 
 
 class Budget(WireModel):

@@ -13,15 +13,16 @@ or corrupt, 2 usage or connection problem, 3 `audit verify` on a chain with no r
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from leasegate.cli.answers import Refused, answer, current_revision
 from leasegate.cli.tenants import add_tenants_command, run_tenants
 from leasegate.cli.usage import add_usage_command, print_usage
+from leasegate.wire import Accounts, AccountStateChanged, AuditReport
 
 if TYPE_CHECKING:  # imported when a command runs: a server process never needs httpx
     import httpx
@@ -82,12 +83,17 @@ def run_admin(args: argparse.Namespace) -> int:
             if args.command == "usage":
                 return print_usage(client, args)
             if args.command == "tenants":
-                return run_tenants(client, args, _refused)
+                return run_tenants(client, args)
             if args.action == "list":
                 return _list(client)
             return _change(client, args)
+    except Refused as refused:
+        return refused.report()
     except httpx.HTTPError as exc:
         sys.stderr.write(f"leasegate: cannot reach {args.url}: {type(exc).__name__}\n")
+        return 2
+    except ValidationError:
+        sys.stderr.write(f"leasegate: {args.url} answered a body this command cannot read\n")
         return 2
 
 
@@ -98,59 +104,38 @@ def _env_token(*, read_only: bool = False) -> str | None:
 
 
 def _list(client: httpx.Client) -> int:
-    response = client.get("/control/v2/accounts")
-    if response.status_code != 200:
-        return _refused(response)
-    view = response.json()
-    out = [f"revision {view['revision']}  chain {view['chain']}"]
+    view = answer(client.get("/control/v2/accounts"), Accounts)
+    out = [f"revision {view.revision}  chain {view.chain}"]
     out.append(f"{'ACCOUNT':<32} {'ADMIN':<10} {'HEALTH':<13} {'LEASES':>6}  CONFIGURED")
-    for a in view["accounts"]:
+    for a in view.accounts:
         out.append(
-            f"{a['id']:<32} {a['admin_state']:<10} {a['health']:<13} "
-            f"{a['leases_held']:>6}  {'yes' if a['configured'] else 'no'}"
+            f"{a.id:<32} {a.admin_state:<10} {a.health:<13} "
+            f"{a.leases_held:>6}  {'yes' if a.configured else 'no'}"
         )
     sys.stdout.write("\n".join(out) + "\n")
     return 0
 
 
 def _change(client: httpx.Client, args: argparse.Namespace) -> int:
-    current = client.get("/control/v2/accounts")
-    if current.status_code != 200:
-        return _refused(current)
     body = {
         "state": _STATES[args.action],
-        "expected_revision": current.json()["revision"],
+        "expected_revision": current_revision(client),
         "reason": args.reason,
         "on_behalf_of": args.on_behalf_of,
     }
     response = client.post(f"/control/v2/accounts/{args.account_id}/state", json=body)
-    if response.status_code != 200:
-        return _refused(response)
-    view = response.json()
+    view = answer(response, AccountStateChanged)
     sys.stdout.write(
-        f"{view['id']}: {view['admin_state']} at revision {view['revision']}"
-        f" ({view['revoked_keys']} keys revoked)\n"
+        f"{view.id}: {view.admin_state} at revision {view.revision}"
+        f" ({view.revoked_keys} keys revoked)\n"
     )
     return 0
 
 
 def _verify(client: httpx.Client) -> int:
-    response = client.get("/control/v2/audit")
-    if response.status_code != 200:
-        return _refused(response)
-    audit = response.json()
-    line = f"chain {audit['chain']}  revision {audit['revision']}"
-    if audit["chain"] == "corrupt":
-        line += f"  first_bad_seq {audit['first_bad_seq']}  ({audit.get('problem')})"
+    audit = answer(client.get("/control/v2/audit"), AuditReport)
+    line = f"chain {audit.chain}  revision {audit.revision}"
+    if audit.chain == "corrupt":
+        line += f"  first_bad_seq {audit.first_bad_seq}  ({audit.problem})"
     sys.stdout.write(line + "\n")
-    return {"ok": 0, "absent": 3}.get(audit["chain"], 1)
-
-
-def _refused(response: httpx.Response) -> int:
-    try:
-        error: dict[str, Any] = response.json()["error"]
-        detail = f"{error['code']}: {error['message']}"
-    except (ValueError, KeyError, TypeError):
-        detail = json.dumps(response.text[:200])
-    sys.stderr.write(f"leasegate: HTTP {response.status_code} {detail}\n")
-    return 1
+    return {"ok": 0, "absent": 3}.get(audit.chain, 1)

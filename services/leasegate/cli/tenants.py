@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
-Refused = Callable[["httpx.Response"], int]
+
+from leasegate.cli.answers import answer, current_revision
+from leasegate.wire import TenantBudgetChanged, Tenants, money
 
 
 def add_tenants_command(commands: Any, client_options: Callable[[Any], None]) -> None:
@@ -37,36 +39,32 @@ def add_tenants_command(commands: Any, client_options: Callable[[Any], None]) ->
     client_options(budget)
 
 
-def run_tenants(client: httpx.Client, args: argparse.Namespace, refused: Refused) -> int:
+def run_tenants(client: httpx.Client, args: argparse.Namespace) -> int:
     if args.action == "list":
-        return _list(client, refused)
-    return _set(client, args, refused)
+        return _list(client)
+    return _set(client, args)
 
 
-def _list(client: httpx.Client, refused: Refused) -> int:
-    response = client.get("/control/v2/tenants")
-    if response.status_code != 200:
-        return refused(response)
-    view = response.json()
-    out = [f"revision {view['revision']}  chain {view['chain']}  {view.get('currency') or ''}"]
+def _list(client: httpx.Client) -> int:
+    view = answer(client.get("/control/v2/tenants"), Tenants)
+    out = [f"revision {view.revision}  chain {view.chain}  {view.currency or ''}"]
     out.append(f"{'TENANT':<32} {'PERIOD':<6} {'MAX_TOKENS':>12} {'MAX_COST':>12} SPENT")
-    for t in view["tenants"]:
-        budget, spent = t["budget"], t["spent"]
+    for t in view.tenants:
+        budget, spent = t.budget, t.spent
+        period, max_tokens = (budget.period, budget.max_tokens) if budget else (None, None)
+        max_cost = money(budget.max_cost) if budget else None
+        used = f"{spent.tokens} tokens, {money(spent.cost)}" if spent else "-"
         out.append(
-            f"{t['tenant']:<32} {budget['period']:<6} {_cell(budget['max_tokens']):>12} "
-            f"{_cell(budget['max_cost']):>12} {spent['tokens']} tokens, {_cell(spent['cost'])}"
-            f"{'  EXHAUSTED' if spent['exhausted'] else ''}"
+            f"{t.tenant:<32} {_cell(period):<6} {_cell(max_tokens):>12} {_cell(max_cost):>12} "
+            f"{used}{'  EXHAUSTED' if spent and spent.exhausted else ''}"
         )
     sys.stdout.write("\n".join(out) + "\n")
     return 0
 
 
-def _set(client: httpx.Client, args: argparse.Namespace, refused: Refused) -> int:
-    current = client.get("/control/v2/accounts")
-    if current.status_code != 200:
-        return refused(current)
+def _set(client: httpx.Client, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {
-        "expected_revision": current.json()["revision"],
+        "expected_revision": current_revision(client),
         "reason": args.reason,
         "on_behalf_of": args.on_behalf_of,
     }
@@ -75,18 +73,16 @@ def _set(client: httpx.Client, args: argparse.Namespace, refused: Refused) -> in
     else:
         body.update(period=args.period, max_tokens=args.max_tokens, max_cost=args.max_cost)
     response = client.post(f"/control/v2/tenants/{args.tenant}/budget", json=body)
-    if response.status_code != 200:
-        return refused(response)
-    view = response.json()
-    budget = view["budget"]
+    view = answer(response, TenantBudgetChanged)
+    budget = view.budget
     if budget is None:
         described = "no budget"
     else:
-        bounds = [f"{budget['max_tokens']} tokens"] if budget["max_tokens"] else []
-        if budget["max_cost"]:
-            bounds.append(f"{budget['max_cost']} {view.get('currency') or ''}".rstrip())
-        described = f"{' and '.join(bounds)} per {budget['period']}"
-    sys.stdout.write(f"{view['tenant']}: {described} at revision {view['revision']}\n")
+        bounds = [f"{budget.max_tokens} tokens"] if budget.max_tokens else []
+        if budget.max_cost:
+            bounds.append(f"{money(budget.max_cost)} {view.currency or ''}".rstrip())
+        described = f"{' and '.join(bounds)} per {budget.period}"
+    sys.stdout.write(f"{view.tenant}: {described} at revision {view.revision}\n")
     return 0
 
 

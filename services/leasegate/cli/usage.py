@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx
 
+from leasegate.cli.answers import answer
+from leasegate.wire import UsageReport
+
 _COUNTS = (
     "requests",
     "input_tokens",
@@ -49,11 +52,11 @@ def print_usage(client: httpx.Client, args: argparse.Namespace) -> int:
     report: dict[str, Any] = {}
     while offset is not None:
         response = client.get("/control/v2/usage", params={**params, "offset": offset})
-        if response.status_code != 200:
-            return refused(response)
-        report = response.json()
-        rows.extend(report["usage"])
-        offset = report["next_offset"]
+        page = answer(response, UsageReport)
+        # printed as sent: the model's own encoding of times and money
+        report = page.model_dump(mode="json", exclude={"usage"})
+        rows.extend(group.model_dump(mode="json", exclude_unset=True) for group in page.usage)
+        offset = page.next_offset
     columns = [*report.get("group_by", []), *_COUNTS]
     if args.format == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
@@ -72,13 +75,3 @@ def print_usage(client: httpx.Client, args: argparse.Namespace) -> int:
 
 def _cell(value: object) -> str:
     return "" if value is None else str(value)
-
-
-def refused(response: httpx.Response) -> int:
-    try:
-        error: dict[str, Any] = response.json()["error"]
-        detail = f"{error['code']}: {error['message']}"
-    except (ValueError, KeyError, TypeError):
-        detail = response.text[:200]
-    sys.stderr.write(f"leasegate: HTTP {response.status_code} {detail}\n")
-    return 1

@@ -3,7 +3,8 @@
 FastAPI documents a 422 validation error on every route; this service never sends one for
 validation (bad input is 400 `invalid-request`). `install_openapi` replaces it with the
 route's own refusals from `ROUTE_REFUSALS`, grouped by status, each with the error envelope's
-schema and an example rendered by `GatewayError` itself. Every documented code is in
+schema (generated from its model, `leasegate.core.envelope`) and an example rendered by
+`GatewayError` itself. Every documented code is in
 `leasegate.core.errors.CODES`; a route missing from the table fails at start-up, so the
 table cannot silently fall behind the routes.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from leasegate.core.envelope import Envelope
 from leasegate.core.errors import CODES, GatewayError
 
 Refusal = tuple[str, int]
@@ -80,35 +82,15 @@ ROUTE_REFUSALS: dict[tuple[str, str], list[Refusal]] = {
     ],
 }
 
-ENVELOPE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["type", "code", "message", "disposition"],
-            "properties": {
-                "type": {"type": "string"},
-                "code": {"type": "string", "enum": sorted(CODES)},
-                "message": {"type": "string"},
-                "disposition": {"type": ["string", "null"], "enum": ["held", "rejected", None]},
-                "retry_after_s": {"type": "number"},
-                "mint_decision_id": {"type": "string"},
-                "cooldown_scope": {"type": "string"},
-                "passed_over": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "account_id": {"type": "string"},
-                            "code": {"type": "string"},
-                        },
-                    },
-                },
-            },
-        }
-    },
-}
+
+def envelope_schemas() -> dict[str, Any]:
+    """The error envelope's component schemas, generated from its model
+    (`leasegate.core.envelope.Envelope`), with the codes it may carry listed."""
+    schema = Envelope.model_json_schema(ref_template="#/components/schemas/{model}")
+    components: dict[str, Any] = schema.pop("$defs")
+    components["ErrorBody"]["properties"]["code"]["enum"] = sorted(CODES)
+    components["ErrorEnvelope"] = schema
+    return components
 
 
 def refusal_responses(refusals: list[Refusal]) -> dict[str, Any]:
@@ -152,7 +134,7 @@ def install_openapi(app: FastAPI) -> None:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.pop("HTTPValidationError", None)
         components.pop("ValidationError", None)
-        components["ErrorEnvelope"] = ENVELOPE_SCHEMA
+        components.update(envelope_schemas())
         app.openapi_schema = schema
         return schema
 
