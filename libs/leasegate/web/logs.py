@@ -49,3 +49,5 @@ def configure_logging(level: str) -> None:
     root.setLevel(level)
     # httpx logs every request URL at INFO; the gateway's own rows say more, and less.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # Alembic, imported on first use, announces each of its plugins at INFO
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
