@@ -56,8 +56,9 @@ async def test_a_winner_past_the_first_chunk_is_found_reading_growing_chunks() -
     decision = last_decision(c)
     assert decision.account_id == "a06"
     assert skipped(decision) == [(f"a{i:02d}", "model-cooling") for i in range(6)]
-    sizes = [len(chunk) for chunk in read_accounts(c)]
-    assert sizes == [FIRST_CHUNK, FIRST_CHUNK]  # 4, then as many again: 8 read of 100
+    read = [a for chunk in read_accounts(c) for a in chunk]
+    assert read == [f"a{i:02d}" for i in range(len(read))]  # in walk order, each once
+    assert 7 <= len(read) < 2 * 7  # growing chunks: at most twice what the walk needed
 
 
 async def test_a_refusal_reads_every_account_and_reports_every_pass_over() -> None:

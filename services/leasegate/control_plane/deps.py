@@ -75,8 +75,9 @@ class MintDeps:
     new_id: IdSource = new_id
 
 
-FIRST_CHUNK = 4
-"""Candidates whose live facts a walk reads first; each further read doubles what it has read."""
+FIRST_CHUNK = 1
+"""Candidates whose live facts a walk reads first (1: a mint whose first candidate is eligible
+reads what a one-account mint reads); each further read doubles what the walk has read."""
 
 
 async def live_facts(deps: MintDeps, candidates: Sequence[Candidate]) -> Facts:
