@@ -7,13 +7,19 @@ Filters, cheapest and most permanent first (SPEC §3); the first that applies is
     4 circuit-open  5 model-cooling  6 lease-capacity-exhausted
 
 The candidate list is the static part (a pure function of model and registry); `Facts` is the
-live part, read once per mint by the service. Nothing here does I/O.
+live part, read by the service. Nothing here does I/O.
+
+The walk takes the first eligible candidate and looks at each candidate's own facts only, so
+facts for a prefix of the walk decide it whenever the prefix holds the winner: `select` over
+`candidates[:k]` answers as over all of them once it selects. Only a `NoneEligible` (its
+pass-over list, cooldown scope and retry-after) needs every candidate's facts. The service reads
+facts in growing chunks on that basis (`control_plane/deps.py`, `LazyFacts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from leasegate.accounts import Candidate
@@ -23,7 +29,6 @@ from leasegate.core.records import AdminState
 from leasegate.routing.health import health_block
 
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,17 @@ class Facts:
     leases_held: Mapping[str, int] = field(default_factory=dict)
     admin_revision: int = 0
     """The audit chain's length the admin states were folded from; the commit re-checks it."""
+
+    def extended(self, health: HealthSnapshot, leases_held: Mapping[str, int]) -> Facts:
+        """These facts and those of more candidates, read at the same `now`."""
+        return replace(
+            self,
+            health=HealthSnapshot(
+                circuits={**self.health.circuits, **health.circuits},
+                cooling={**self.health.cooling, **health.cooling},
+            ),
+            leases_held={**self.leases_held, **leases_held},
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from leasegate.control_plane.decision import (
     decision_of,
     start_of,
 )
-from leasegate.control_plane.deps import Limits, MintDeps, live_facts
+from leasegate.control_plane.deps import LazyFacts, Limits, MintDeps
 from leasegate.control_plane.hops import authorise_hop
 from leasegate.control_plane.idempotency import fingerprint, replay
 from leasegate.control_plane.refusals import recorded
@@ -48,7 +48,7 @@ from leasegate.core.ports.storage import (
 )
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import ParsedKey, hash_secret, new_key
-from leasegate.routing.selection import NoneEligible, Selected, none_eligible, select
+from leasegate.routing.selection import NoneEligible, Selected
 from leasegate.web.tracing import step
 from leasegate.wire import MintAnswer
 
@@ -151,22 +151,23 @@ async def _walk(
     candidates: Sequence[Candidate],
     ttl_s: int,
 ) -> View | Refusal:
-    """Select from the start position; a reservation that finds the account full after all
-    records it as passed over and walks on."""
-    with step("mint.facts"):
-        facts = await live_facts(deps, candidates)
+    """Select from the start position, reading live facts only as far as the walk goes
+    (`LazyFacts`); a reservation that finds the account full after all records it as passed
+    over and walks on."""
     position = start.position or 0
+    with step("mint.facts"):
+        live = await LazyFacts.read(deps, candidates, position)
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
     while True:
         with step("mint.selection"):
-            outcome = select(candidates, facts, position, passed_over)
+            outcome = await live.select(position, passed_over)
         if isinstance(outcome, NoneEligible):
             return await _no_eligible(deps, body, start, outcome)
         chosen = outcome.candidate
         try:
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
-                return await _commit(deps, body, start, outcome, ttl_s, facts.admin_revision)
+                return await _commit(deps, body, start, outcome, ttl_s, live.facts.admin_revision)
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
             redecisions += 1
@@ -181,15 +182,13 @@ async def _walk(
             )
             if held is not None:
                 return held
-            facts = await live_facts(deps, candidates)
             position, passed_over = start.position or 0, ()
+            live = await LazyFacts.read(deps, candidates, position)
         except LeaseCapacityExhausted:
+            # past the end of the candidates, the walk answers NoneEligible with these
             full = PassOver(chosen.account.id, "lease-capacity-exhausted")
             passed_over = (*outcome.passed_over, full)
             position = chosen.position + 1
-            if position >= len(candidates):
-                refusal = none_eligible(candidates, facts, passed_over)
-                return await _no_eligible(deps, body, start, refusal)
 
 
 async def _commit(
