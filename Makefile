@@ -25,8 +25,11 @@ lint: install
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_module_size.py
 
+# The in-process tests on two workers, a file per worker at a time; then the `slow` ones
+# (whole processes, timing across them) alone, so they never share the machine with a worker.
 test: install services lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile -m 'not slow'
+	$(BIN)/pytest -q -m slow
 
 run: install
 	@DEMO_PORT=$(DEMO_PORT) scripts/run-demo $(HOST) $(PORT)

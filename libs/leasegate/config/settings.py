@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     """Opening a Postgres connection."""
     database_command_timeout_s: PositiveSeconds = 5.0
     """One Postgres statement; past it the call fails and the request gets 503 `unavailable`."""
+    database_pool_size: Annotated[int, Field(ge=1, le=1000)] = 16
+    """Postgres connections per process for the hot paths (mint, renewal, revocation, key
+    reads, evidence); every other read shares at most 10 more. A process holds at most
+    `database_pool_size + 10` connections, opened as needed."""
     redis_connect_timeout_s: PositiveSeconds = 2.0
     """Opening a Redis connection."""
     redis_command_timeout_s: PositiveSeconds = 2.0

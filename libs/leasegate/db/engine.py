@@ -39,7 +39,8 @@ from leasegate.db.pg_pool import PgPool
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PING_TIMEOUT_S = 2.0
 PG_POOL_SIZE = 16
-"""asyncpg connections per process for the hot paths (`Database.pg`), beside the engine's."""
+"""asyncpg connections per process for the hot paths (`Database.pg`), beside the engine's
+(`LEASEGATE_DATABASE_POOL_SIZE`)."""
 POOL_WAIT_S = 30.0
 """A burst (hundreds of mints queued on one account's row lock) waits this long for a pooled
 connection; every holder is itself bounded by the deadlines, so a partition frees them."""
@@ -85,9 +86,10 @@ def make_engine(
         # No pre-ping: it cost a round trip on every checkout (a third of a mint's CPU). A
         # connection that died with its server fails its first use instead; SQLAlchemy then
         # invalidates the whole pool, so one call answers 503 `unavailable` and the next
-        # reconnects. The pool is sized for a busy process so that connections are kept, not
-        # opened and closed per request as overflow.
-        options.update(pool_size=20, max_overflow=10, pool_timeout=POOL_WAIT_S, pool_recycle=1800)
+        # reconnects. The hot paths have their own asyncpg pool (`Database.pg`); this one
+        # serves the other reads and the audit chain's writes: small, so a process's
+        # connections stay within `pool size + 10` of the server's limit.
+        options.update(pool_size=5, max_overflow=5, pool_timeout=POOL_WAIT_S, pool_recycle=1800)
     return create_async_engine(url, **options)
 
 
@@ -118,17 +120,25 @@ class Database:
     hot paths that need no unit of work: mint, renewal, revocation, key and decision reads,
     evidence batches."""
 
-    def __init__(self, engine: AsyncEngine, deadlines: Deadlines | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        deadlines: Deadlines | None = None,
+        pool_size: int = PG_POOL_SIZE,
+    ) -> None:
         self.engine = engine
         self.dialect: str = engine.dialect.name
         """`sqlite` or `postgresql`."""
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
         self._deadlines = deadlines or Deadlines(command_s=None)
         self._pg: PgPool | None = None
+        self._pool_size = pool_size
 
     @classmethod
-    def connect(cls, url: str, deadlines: Deadlines | None = None) -> Database:
-        return cls(make_engine(url, deadlines=deadlines), deadlines)
+    def connect(
+        cls, url: str, deadlines: Deadlines | None = None, pool_size: int = PG_POOL_SIZE
+    ) -> Database:
+        return cls(make_engine(url, deadlines=deadlines), deadlines, pool_size)
 
     @property
     def pg(self) -> PgPool:
@@ -140,7 +150,7 @@ class Database:
             kwargs.pop("prepared_statement_cache_size", None)  # SQLAlchemy's own option
             self._pg = PgPool(
                 kwargs,
-                size=PG_POOL_SIZE,
+                size=self._pool_size,
                 connect_s=self._deadlines.connect_s,
                 command_s=self._deadlines.command_s,
             )

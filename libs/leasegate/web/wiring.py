@@ -90,6 +90,7 @@ def open_stores(config: Config) -> Stores:
     database = Database.connect(
         settings.database_url,
         DatabaseDeadlines(settings.database_connect_timeout_s, settings.database_command_timeout_s),
+        settings.database_pool_size,
     )
     policy = health_policy(config)
     if settings.redis_url is None:
