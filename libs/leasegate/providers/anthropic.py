@@ -29,7 +29,7 @@ from leasegate.providers.common import (
     CACHED_TOKENS,
     COMMON_ERRORS,
     INPUT_TOKENS,
-    context_length_exceeded,
+    FamilyErrors,
     dump,
     error_fields_of,
     event,
@@ -68,7 +68,7 @@ def _first(a: int | None, b: int | None) -> int | None:
     return a if a is not None else b
 
 
-class MessagesWire(Wire):
+class MessagesWire(FamilyErrors, Wire):
     name = "anthropic"
     gate = re.compile(rb'"(?:error|message_start|message_delta|message_stop)"')
     preamble_events = frozenset({b"message_start", b"content_block_start", b"ping"})
@@ -92,12 +92,6 @@ class MessagesWire(Wire):
                 facts.usage = merge_usage(facts.usage, anthropic_usage(usage))
         elif kind == "message_stop":
             facts.completed = True
-
-    def error_fields(self, obj: Mapping[str, object]) -> tuple[str | None, str | None]:
-        return error_fields_of(obj)
-
-    def context_length(self, obj: Mapping[str, object]) -> bool:
-        return context_length_exceeded(obj)
 
     def error_event(self, code: str, message: str, error_type: str = "api_error") -> bytes:
         body = {"type": "error", "error": {"type": error_type, "code": code, "message": message}}

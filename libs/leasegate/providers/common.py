@@ -114,6 +114,17 @@ def context_length_exceeded(obj: Mapping[str, object]) -> bool:
     )
 
 
+class FamilyErrors:
+    """The error reading of every wire of the OpenAI/Anthropic family (a `Wire` mixin, listed
+    before `Wire`): an account's kind does not fix the shape an upstream answers in."""
+
+    def error_fields(self, obj: Mapping[str, object]) -> tuple[str | None, str | None]:
+        return error_fields_of(obj)
+
+    def context_length(self, obj: Mapping[str, object]) -> bool:
+        return context_length_exceeded(obj)
+
+
 # The examples' building blocks.
 
 INPUT_TOKENS = 12

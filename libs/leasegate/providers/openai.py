@@ -35,7 +35,7 @@ from leasegate.providers.common import (
     COMMON_ERRORS,
     CREATED,
     INPUT_TOKENS,
-    context_length_exceeded,
+    FamilyErrors,
     data,
     dump,
     error_fields_of,
@@ -56,7 +56,7 @@ def openai_usage(usage: Mapping[str, object]) -> Usage:
     )
 
 
-class ChatWire(Wire):
+class ChatWire(FamilyErrors, Wire):
     name = "openai"
     gate = re.compile(rb'"(?:error|finish_reason|usage)"(?!\s*:\s*null)')
     done_completes = True
@@ -73,12 +73,6 @@ class ChatWire(Wire):
         usage = obj.get("usage")
         if isinstance(usage, dict):
             facts.usage = openai_usage(usage)
-
-    def error_fields(self, obj: Mapping[str, object]) -> tuple[str | None, str | None]:
-        return error_fields_of(obj)
-
-    def context_length(self, obj: Mapping[str, object]) -> bool:
-        return context_length_exceeded(obj)
 
     def error_event(self, code: str, message: str, error_type: str = "api_error") -> bytes:
         error = {"type": error_type, "code": code, "message": message, "param": None}

@@ -25,7 +25,7 @@ from leasegate.providers.common import (
     CACHED_TOKENS,
     CREATED,
     INPUT_TOKENS,
-    context_length_exceeded,
+    FamilyErrors,
     dump,
     error_fields_of,
     event,
@@ -49,7 +49,7 @@ def responses_usage(usage: Mapping[str, object]) -> Usage:
 _ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
-class ResponsesWire(Wire):
+class ResponsesWire(FamilyErrors, Wire):
     name = "responses"
     gate = re.compile(
         rb'"(?:error|response\.completed|response\.incomplete|response\.failed)"(?!\s*:\s*null)'
@@ -85,12 +85,6 @@ class ResponsesWire(Wire):
             facts.record_error(*error_fields_of(response))
         else:
             facts.completed = True
-
-    def error_fields(self, obj: Mapping[str, object]) -> tuple[str | None, str | None]:
-        return error_fields_of(obj)
-
-    def context_length(self, obj: Mapping[str, object]) -> bool:
-        return context_length_exceeded(obj)
 
     def error_event(self, code: str, message: str, error_type: str = "api_error") -> bytes:
         # The responses SDK raises on `event: error` whose data has an `error` object; the
