@@ -224,11 +224,13 @@ async def test_a_cancelled_release_still_returns_the_slot(
 async def test_keeper_background_renewal_on_a_real_clock(
     redis_client: RedisClient, redis_prefix: str
 ) -> None:
-    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=0.3)
+    # A lease of 1 s held for 2.5 s: it lives only if renewed at least twice. (0.3 s held for
+    # 0.9 s failed now and then on a loaded 2-core machine: a renewal could come late.)
+    slots = RedisRequestSlots(redis_client, redis_prefix, lease_s=1.0)
     keeper = SlotKeeper(slots, SystemClock())
     keeper.start()
     await keeper.acquire("acct", "stream", 1)
-    await asyncio.sleep(0.9)
+    await asyncio.sleep(2.5)
     now = datetime.now(UTC).timestamp()
     assert await slots.in_flight(["acct"], now) == {"acct": 1}
     await keeper.stop()
