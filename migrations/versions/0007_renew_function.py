@@ -11,7 +11,7 @@ key is not live; LG006: the new key is on another account, a caller's bug).
 
 Revision ID: renew_function
 Revises: tenant_budgets
-Create Date: 2027-01-20
+Create Date: 2026-12-01
 """
 
 from __future__ import annotations

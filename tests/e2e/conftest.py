@@ -7,7 +7,7 @@ import pytest
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
-from tests.fixtures.services import production_stores
+from tests.fixtures.services import StoresEnv, production_stores
 
 
 @pytest.fixture(params=["embedded", "production"])
@@ -17,7 +17,7 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def stores_env(mode: str) -> AsyncIterator[dict[str, str]]:
+async def stores_env(mode: str) -> AsyncIterator[StoresEnv]:
     """Database and Redis settings for the mode: SQLite and nothing, or Postgres and Redis."""
     if mode == "embedded":
         yield {}
@@ -27,7 +27,7 @@ async def stores_env(mode: str) -> AsyncIterator[dict[str, str]]:
 
 
 @pytest.fixture
-async def gateway(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Gateway]:
+async def gateway(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
     """One openai account serving gpt-4o (aliased) and gpt-4o-mini, one anthropic account."""
     async with MockUpstream() as upstream:
         accounts = [
@@ -43,9 +43,7 @@ async def gateway(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[G
         env = gateway_env(
             tmp_path,
             accounts,
-            database_url=stores_env.get("database_url"),
-            redis_url=stores_env.get("redis_url"),
-            redis_prefix=stores_env.get("redis_prefix"),
+            **stores_env,
         )
         async with running_gateway(env, [upstream]) as gw:
             yield gw

@@ -21,6 +21,7 @@ from leasegate.demo.upstream import Reply
 from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN
 from tests.fixtures.pool import TENANT, Pool, running_pool
 from tests.fixtures.servers import free_port
+from tests.fixtures.services import StoresEnv
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def mode() -> str:
 
 
 @pytest.fixture
-async def pool(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Pool]:
+async def pool(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Pool]:
     async with running_pool(tmp_path, stores_env) as running:
         yield running
 

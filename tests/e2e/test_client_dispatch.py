@@ -18,6 +18,7 @@ from leasegate.client import Dispatch, DispatchFailed, post_json, stream_events
 from leasegate.demo.upstream import Reply
 from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
 from tests.fixtures.servers import local_client
+from tests.fixtures.services import StoresEnv
 
 PoolFactory = Callable[..., AbstractAsyncContextManager[Pool]]
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
@@ -31,7 +32,7 @@ def mode() -> str:
 
 
 @pytest.fixture
-def make_pool(tmp_path: Path, stores_env: dict[str, str]) -> PoolFactory:
+def make_pool(tmp_path: Path, stores_env: StoresEnv) -> PoolFactory:
     def pool(
         extra: Mapping[str, str] | None = None,
         control_transport: httpx.AsyncBaseTransport | None = None,

@@ -28,6 +28,7 @@ from leasegate.demo.upstream import MockRequest, Reply
 from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
 from tests.fixtures.scripted import anthropic_stream, openai_stream
 from tests.fixtures.servers import local_client
+from tests.fixtures.services import StoresEnv
 
 HEADERS_S = 0.8
 IDLE_S = 1.0
@@ -52,7 +53,7 @@ def mode() -> str:
 
 
 @pytest.fixture
-async def pool(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Pool]:
+async def pool(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Pool]:
     async with running_pool(tmp_path, stores_env, ENV) as running:
         yield running
 
@@ -331,7 +332,7 @@ class Outage:
 
 @BOTH_MODES
 async def test_after_an_outage_the_primary_carries_traffic_again_within_one_base_window(
-    tmp_path: Path, stores_env: dict[str, str], http: httpx.AsyncClient
+    tmp_path: Path, stores_env: StoresEnv, http: httpx.AsyncClient
 ) -> None:
     extra = {**ENV, "LEASEGATE_BASE_COOLDOWN_S": str(BASE_S)}
     async with running_pool(tmp_path, stores_env, extra) as pool:
@@ -517,7 +518,7 @@ async def test_the_proxy_drops_a_malformed_event_and_the_sdk_reads_the_rest(pool
 
 
 async def test_byte_exact_pass_through_and_dispatch_reads_the_sdks_decode_error(
-    tmp_path: Path, stores_env: dict[str, str]
+    tmp_path: Path, stores_env: StoresEnv
 ) -> None:
     extra = {"primary": {"pass_malformed_events": True}}
     async with running_pool(tmp_path, stores_env, ENV, accounts_extra=extra) as pool:
@@ -576,7 +577,7 @@ TOO_LONG: dict[str, dict[str, object]] = {
 @BOTH_MODES
 @pytest.mark.parametrize("shape", list(TOO_LONG))
 async def test_a_context_length_400_hops_to_the_declared_fallback_model(
-    tmp_path: Path, stores_env: dict[str, str], http: httpx.AsyncClient, shape: str
+    tmp_path: Path, stores_env: StoresEnv, http: httpx.AsyncClient, shape: str
 ) -> None:
     async with running_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
         pool.primary_script.reply = Reply.json_error(400, TOO_LONG[shape])
@@ -606,7 +607,7 @@ async def test_a_context_length_400_hops_to_the_declared_fallback_model(
 
 
 async def test_the_same_model_cannot_hop_on_a_context_length_row(
-    tmp_path: Path, stores_env: dict[str, str], http: httpx.AsyncClient
+    tmp_path: Path, stores_env: StoresEnv, http: httpx.AsyncClient
 ) -> None:
     async with running_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
         pool.primary_script.reply = Reply.json_error(400, TOO_LONG["openai"])

@@ -16,6 +16,7 @@ import pytest
 from leasegate.demo.upstream import Reply
 from tests.fixtures.gateway import Gateway
 from tests.fixtures.pool import Pool, running_pool
+from tests.fixtures.services import StoresEnv
 
 TENANT = "acme/web"
 
@@ -24,7 +25,7 @@ PoolFactory = Callable[..., AbstractAsyncContextManager[Pool]]
 
 
 @pytest.fixture
-def make_pool(tmp_path: Path, stores_env: dict[str, str]) -> PoolFactory:
+def make_pool(tmp_path: Path, stores_env: StoresEnv) -> PoolFactory:
     """The two-account pool of `tests.fixtures.pool`; only the primary's answers are scripted.
     `solo` is served by the primary only: a hop has nowhere to go."""
 

@@ -12,6 +12,7 @@ import httpx
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.services import StoresEnv
 
 ROUNDS = 20
 
@@ -37,7 +38,7 @@ async def _call(gw: Gateway, key: str, stream: bool) -> httpx.Response:
 
 
 async def test_the_hop_citing_a_failure_is_granted_at_once_every_time(
-    tmp_path: Path, stores_env: dict[str, str]
+    tmp_path: Path, stores_env: StoresEnv
 ) -> None:
     current: list[Reply] = [FAILURES[0][0]]
 
@@ -51,9 +52,7 @@ async def test_the_hop_citing_a_failure_is_granted_at_once_every_time(
                 account_entry("primary", primary, {"gpt-4o": "gpt-4o-a"}),
                 account_entry("backup", backup, {"gpt-4o": "gpt-4o-b"}),
             ],
-            database_url=stores_env.get("database_url"),
-            redis_url=stores_env.get("redis_url"),
-            redis_prefix=stores_env.get("redis_prefix"),
+            **stores_env,
             extra={
                 "LEASEGATE_EVIDENCE_FLUSH_INTERVAL_S": "60",  # the buffer never helps here
                 "LEASEGATE_FAILURE_THRESHOLD": "1000",  # the primary never cools

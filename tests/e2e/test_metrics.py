@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.services import StoresEnv
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "leasegate.json"
 
@@ -35,7 +36,7 @@ class Traffic:
 
 
 @pytest.fixture
-async def traffic(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Traffic]:
+async def traffic(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Traffic]:
     """A gateway after successes, upstream failures (a cooldown), a hop, refusals of both
     services; and its /metrics, parsed."""
     failing = Failing()
@@ -47,9 +48,7 @@ async def traffic(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[T
         env = gateway_env(
             tmp_path,
             accounts,
-            database_url=stores_env.get("database_url"),
-            redis_url=stores_env.get("redis_url"),
-            redis_prefix=stores_env.get("redis_prefix"),
+            **stores_env,
         )
         async with running_gateway(env, [primary, backup]) as gw:
             await _drive(gw, failing)

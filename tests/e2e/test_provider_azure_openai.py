@@ -15,12 +15,13 @@ import pytest
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
 from tests.fixtures.scripted import ENV, account_health, only_row
+from tests.fixtures.services import StoresEnv
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
-async def gw(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Gateway]:
+async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
     async with MockUpstream() as upstream:
         azure = account_entry(
             "azure-east",
@@ -32,9 +33,7 @@ async def gw(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Gatewa
         env = gateway_env(
             tmp_path,
             [azure],
-            database_url=stores_env.get("database_url"),
-            redis_url=stores_env.get("redis_url"),
-            redis_prefix=stores_env.get("redis_prefix"),
+            **stores_env,
             extra=ENV,
         )
         async with running_gateway(env, [upstream]) as gateway:

@@ -16,6 +16,7 @@ import pytest
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
 from tests.fixtures.scripted import ENV, IDLE_S, account_health, only_row, sse_events
+from tests.fixtures.services import StoresEnv
 
 BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 FLASH = "gemini-2.0-flash-001"
@@ -23,7 +24,7 @@ PRO = "gemini-2.5-pro"
 
 
 @pytest.fixture
-async def gw(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Gateway]:
+async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
     async with MockUpstream() as upstream:
         gemini = account_entry(
             "gemini-main",
@@ -34,9 +35,7 @@ async def gw(tmp_path: Path, stores_env: dict[str, str]) -> AsyncIterator[Gatewa
         env = gateway_env(
             tmp_path,
             [gemini],
-            database_url=stores_env.get("database_url"),
-            redis_url=stores_env.get("redis_url"),
-            redis_prefix=stores_env.get("redis_prefix"),
+            **stores_env,
             extra=ENV,
         )
         async with running_gateway(env, [upstream]) as gateway:

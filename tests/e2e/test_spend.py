@@ -21,6 +21,7 @@ import pytest
 from leasegate.cli.main import main
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.services import StoresEnv
 
 PER_REQUEST = 16
 PRICES = {"input": "2.50", "output": "10.00", "cache_read": "1.25"}
@@ -46,7 +47,7 @@ class Priced:
 
 @pytest.fixture
 def priced_pool(
-    tmp_path: Path, stores_env: dict[str, str]
+    tmp_path: Path, stores_env: StoresEnv
 ) -> Callable[[], AbstractAsyncContextManager[Priced]]:
     @asynccontextmanager
     async def pool() -> AsyncIterator[Priced]:
@@ -60,9 +61,7 @@ def priced_pool(
             env = gateway_env(
                 tmp_path,
                 accounts,
-                database_url=stores_env.get("database_url"),
-                redis_url=stores_env.get("redis_url"),
-                redis_prefix=stores_env.get("redis_prefix"),
+                **stores_env,
                 currency="USD",
             )
             async with running_gateway(env, [primary, backup]) as gw:

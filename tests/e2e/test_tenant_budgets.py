@@ -41,6 +41,7 @@ from tests.fixtures.gateway import (
     running_gateway,
 )
 from tests.fixtures.servers import leasegate_process, local_client, serve
+from tests.fixtures.services import StoresEnv
 
 PER_REQUEST = 16
 PRICES = {"input": "2.50", "output": "10.00", "cache_read": "1.25"}
@@ -132,13 +133,11 @@ def accounts(primary: MockUpstream, backup: MockUpstream) -> list[dict[str, Any]
     ]
 
 
-def env_of(tmp_path: Path, entries: list[dict[str, Any]], stores: dict[str, str]) -> dict[str, str]:
+def env_of(tmp_path: Path, entries: list[dict[str, Any]], stores: StoresEnv) -> dict[str, str]:
     return gateway_env(
         tmp_path,
         entries,
-        database_url=stores.get("database_url"),
-        redis_url=stores.get("redis_url"),
-        redis_prefix=stores.get("redis_prefix"),
+        **stores,
         currency="USD",
     )
 
@@ -262,7 +261,7 @@ class SteppedClock:
 
 
 @pytest.fixture(params=["embedded", "production"])
-async def stores(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoresEnv]:
     if request.param == "embedded":
         yield {}
         return
@@ -271,7 +270,7 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]
 
 
 async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_ends(
-    tmp_path: Path, stores: dict[str, str]
+    tmp_path: Path, stores: StoresEnv
 ) -> None:
     clock = SteppedClock(datetime(2026, 12, 31, 23, 59, 0, tzinfo=UTC))
     async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
@@ -309,7 +308,7 @@ async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_en
 
 
 async def test_a_budget_set_mid_period_counts_the_tenants_spend_so_far(
-    tmp_path: Path, stores: dict[str, str]
+    tmp_path: Path, stores: StoresEnv
 ) -> None:
     async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
         env = env_of(tmp_path, accounts(primary, backup), stores)

@@ -23,7 +23,7 @@ from leasegate.db import Store
 from leasegate.demo.upstream import MockUpstream, Reply
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
 from tests.fixtures.servers import free_port, local_client
-from tests.fixtures.services import production_stores
+from tests.fixtures.services import StoresEnv, production_stores
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ async def _wait_ready(url: str, process: asyncio.subprocess.Process) -> None:
 
 
 @pytest.fixture(params=["embedded", "production"])
-async def stores_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+async def stores_env(request: pytest.FixtureRequest) -> AsyncIterator[StoresEnv]:
     if request.param == "embedded":
         yield {}
         return
@@ -51,16 +51,14 @@ async def stores_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, 
 
 
 async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
-    tmp_path: Path, stores_env: dict[str, str]
+    tmp_path: Path, stores_env: StoresEnv
 ) -> None:
     slow = Reply(chunk_delay_s=0.5)  # 20 chunks: ~10 s, far longer than the drain
     async with MockUpstream(script=lambda _: slow) as upstream:
         env = gateway_env(
             tmp_path,
             [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"}, request_capacity=5)],
-            database_url=stores_env.get("database_url"),
-            redis_url=stores_env.get("redis_url"),
-            redis_prefix=stores_env.get("redis_prefix"),
+            **stores_env,
             extra={"LEASEGATE_SHUTDOWN_DRAIN_S": "1"},
         )
         port = free_port()

@@ -24,7 +24,7 @@ from leasegate.upstream.clients import UpstreamRequest, UpstreamResponse
 from tests.fixtures.databases import migrate
 from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
 from tests.fixtures.servers import local_client, serve
-from tests.fixtures.services import production_stores
+from tests.fixtures.services import StoresEnv, production_stores
 
 AUTH = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
 PRODUCTION = pytest.param("production", marks=[pytest.mark.postgres, pytest.mark.redis])
@@ -71,7 +71,7 @@ class Harness:
 
 
 @pytest.fixture
-async def stores(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoresEnv]:
     """`gateway_env` arguments of the mode: SQLite and in-process, or Postgres and Redis."""
     if request.param == "embedded":
         yield {}
@@ -81,15 +81,13 @@ async def stores(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]
 
 
 @pytest.fixture
-async def harness(tmp_path: Path, stores: dict[str, str]) -> AsyncIterator[Harness]:
+async def harness(tmp_path: Path, stores: StoresEnv) -> AsyncIterator[Harness]:
     async with MockUpstream() as upstream:
         account = account_entry("one", upstream, {"gpt-4o": "gpt-4o"}, request_capacity=1)
         env = gateway_env(
             tmp_path,
             [account],
-            database_url=stores.get("database_url"),
-            redis_url=stores.get("redis_url"),
-            redis_prefix=stores.get("redis_prefix"),
+            **stores,
         )
         config = load_config(env)
         await asyncio.to_thread(migrate, config.settings.database_url)

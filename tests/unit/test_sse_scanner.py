@@ -141,9 +141,7 @@ def summary(s: StreamScanner) -> tuple[Usage, StreamError | None, bool, int, int
 
 
 @pytest.mark.parametrize(("dialect", "stream"), FIXTURES)
-def test_split_at_every_byte_boundary_gives_the_same_result(
-    dialect: str, stream: bytes
-) -> None:
+def test_split_at_every_byte_boundary_gives_the_same_result(dialect: str, stream: bytes) -> None:
     whole = summary(scan(dialect, stream))
     for cut in range(1, len(stream)):
         assert summary(scan(dialect, stream[:cut], stream[cut:])) == whole, cut
@@ -160,9 +158,7 @@ def test_byte_by_byte_and_crlf_line_endings_give_the_same_result(
 
 @settings(max_examples=60, deadline=None)
 @given(fixture=st.sampled_from(FIXTURES), cuts=st.lists(st.integers(min_value=0), max_size=12))
-def test_any_chunking_gives_the_same_result(
-    fixture: tuple[str, bytes], cuts: list[int]
-) -> None:
+def test_any_chunking_gives_the_same_result(fixture: tuple[str, bytes], cuts: list[int]) -> None:
     dialect, stream = fixture
     points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
     pieces = [stream[a:b] for a, b in itertools.pairwise(points)]
@@ -329,7 +325,7 @@ _GOOD_EVENTS = st.lists(
     st.one_of(
         st.text(max_size=20).map(lambda t: _chunk(t)),
         st.just(b": keep-alive\n\n"),
-        st.just(b"event: ping\r\ndata: {\"type\": \"ping\"}\r\n\r\n"),
+        st.just(b'event: ping\r\ndata: {"type": "ping"}\r\n\r\n'),
         st.just(b"data: [DONE]\n\n"),
     ),
     max_size=12,
