@@ -1,24 +1,31 @@
 """Durable storage on SQLite (aiosqlite) and Postgres (asyncpg): models, migrations, Store.
 
-`upgrade` (the migrations) is imported on first use: it brings Alembic, which a serving
-process never needs (about 10 MB of resident memory in a proxy)."""
+Every name here is imported on first use, not with the package: `Database` and `Store` bring
+SQLAlchemy (20-30 MB of resident memory), which a production proxy never loads (it reads and
+writes through `leasegate.db.proxy_pg`, plain asyncpg), and `upgrade` (the migrations) brings
+Alembic, which no serving process needs (about 10 MB more)."""
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from leasegate.db.engine import Database
-from leasegate.db.store import Store
-
 if TYPE_CHECKING:
+    from leasegate.db.engine import Database
     from leasegate.db.migrate import upgrade
+    from leasegate.db.store import Store
 
 __all__ = ["Database", "Store", "upgrade"]
 
+_HOMES = {
+    "Database": "leasegate.db.engine",
+    "Store": "leasegate.db.store",
+    "upgrade": "leasegate.db.migrate",
+}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "upgrade":
-        from leasegate.db.migrate import upgrade
-
-        return upgrade
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(home), name)

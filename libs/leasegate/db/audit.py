@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from leasegate.audit import Anchor, AuditRecord
+from leasegate.audit.reads import ChainHead, ChainSnapshot
 from leasegate.core.records import KeyRecord
 from leasegate.db.audit_lock import lock_for_mutation
 from leasegate.db.engine import Database
@@ -34,25 +35,19 @@ _ANCHOR = AuditAnchorRow.__table__
 
 REVOKE_REASON = "account-disabled"
 
+__all__ = [
+    "REVOKE_REASON",
+    "AppendPlan",
+    "AuditRepository",
+    "ChainHead",
+    "ChainRaced",
+    "ChainSnapshot",
+    "Prepare",
+]
+
 
 class ChainRaced(Exception):
     """Another writer appended the same sequence number first; nothing was written."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChainSnapshot:
-    records: tuple[AuditRecord, ...]
-    anchor: Anchor | None
-
-
-@dataclass(frozen=True, slots=True)
-class ChainHead:
-    """A cheap fingerprint of the chain, for caching a fold: any append, deleted record,
-    replaced last record or touched anchor changes it."""
-
-    count: int
-    last_hash: str | None
-    anchor: Anchor | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ class DecisionRepository:
 
     async def get_decision(self, decision_id: str) -> MintDecision | None:
         if self._db.dialect == "postgresql":
-            return await keys_pg.get_decision(self._db, decision_id)
+            return await keys_pg.get_decision(self._db.pg, decision_id)
         async with self._db.session() as session:
             row = await session.get(MintDecisionRow, decision_id)
             return decision_record(row) if row is not None else None

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event, text
@@ -33,26 +32,16 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import Pool, StaticPool
 
-from leasegate.db.errors import DRIVER_ERRORS, Refusal, translated
-from leasegate.db.pg_pool import PgPool
+from leasegate.core.ports.calls import CallObserver
+from leasegate.db.engine_errors import ENGINE_ERRORS, Refusal, translated
+from leasegate.db.engine_timing import observe_engine
+from leasegate.db.pg_pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
+from leasegate.db.pg_url import connect_kwargs
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-PING_TIMEOUT_S = 2.0
-PG_POOL_SIZE = 16
-"""asyncpg connections per process for the hot paths (`Database.pg`), beside the engine's
-(`LEASEGATE_DATABASE_POOL_SIZE`)."""
 POOL_WAIT_S = 30.0
 """A burst (hundreds of mints queued on one account's row lock) waits this long for a pooled
 connection; every holder is itself bounded by the deadlines, so a partition frees them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Deadlines:
-    """Postgres call deadlines; the defaults are those of `LEASEGATE_DATABASE_*_TIMEOUT_S`."""
-
-    connect_s: float = 3.0
-    command_s: float | None = 5.0
-    """None: statements are not bounded (migrations)."""
 
 
 def make_engine(
@@ -133,6 +122,7 @@ class Database:
         self._deadlines = deadlines or Deadlines(command_s=None)
         self._pg: PgPool | None = None
         self._pool_size = pool_size
+        self._pg_calls: CallObserver | None = None
 
     @classmethod
     def connect(
@@ -146,15 +136,22 @@ class Database:
         if self._pg is None:
             if self.dialect != "postgresql":
                 raise RuntimeError("the asyncpg pool exists on Postgres only")
-            _args, kwargs = self.engine.dialect.create_connect_args(self.engine.url)
-            kwargs.pop("prepared_statement_cache_size", None)  # SQLAlchemy's own option
             self._pg = PgPool(
-                kwargs,
+                connect_kwargs(self.engine.url.render_as_string(hide_password=False)),
                 size=self._pool_size,
                 connect_s=self._deadlines.connect_s,
                 command_s=self._deadlines.command_s,
+                calls=self._pg_calls,
             )
         return self._pg
+
+    def observe(self, calls: CallObserver) -> None:
+        """Time every call from now on: the engine's statements and the asyncpg pool's
+        connections (`leasegate.db.engine_timing`, `leasegate.db.pg_pool`)."""
+        observe_engine(self.engine, calls)
+        self._pg_calls = calls
+        if self._pg is not None:
+            self._pg.calls = calls
 
     @asynccontextmanager
     async def session(self, refusal: Refusal | None = None) -> AsyncIterator[AsyncSession]:
@@ -163,7 +160,7 @@ class Database:
         try:
             async with self._sessions.begin() as session:
                 yield session
-        except DRIVER_ERRORS as exc:
+        except ENGINE_ERRORS as exc:
             raise translated(exc, refusal) from exc
 
     @asynccontextmanager
@@ -172,7 +169,7 @@ class Database:
         try:
             async with self.engine.connect() as connection:
                 yield connection
-        except DRIVER_ERRORS as exc:
+        except ENGINE_ERRORS as exc:
             raise translated(exc, refusal) from exc
 
     async def ping(self) -> bool:
@@ -180,7 +177,7 @@ class Database:
         try:
             async with asyncio.timeout(PING_TIMEOUT_S), self.engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
-        except DRIVER_ERRORS:  # TimeoutError included: it is an OSError
+        except ENGINE_ERRORS:  # TimeoutError included: it is an OSError
             return False
         return True
 

@@ -30,7 +30,7 @@ class KeyRepository:
 
     async def get_key(self, key_id: str) -> KeyRecord | None:
         if self._db.dialect == "postgresql":
-            return await keys_pg.get_key(self._db, key_id)
+            return await keys_pg.get_key(self._db.pg, key_id)
         async with self._db.session() as session:
             row = await session.get(KeyRow, key_id)
             return key_record(row) if row is not None else None
@@ -41,7 +41,7 @@ class KeyRepository:
         """(the record after, whether this call ended it). An expired key already ended: it is
         left as it is and reported not ended by this call."""
         if self._db.dialect == "postgresql":
-            return await keys_pg.revoke_key(self._db, key_id, reason, now)
+            return await keys_pg.revoke_key(self._db.pg, key_id, reason, now)
         async with self._db.session() as session:
             ended = (
                 await session.scalars(_end(KeyRow.key_id == key_id, reason, now).returning(KeyRow))
@@ -59,7 +59,7 @@ class KeyRepository:
 
     async def live_lease_counts(self, account_ids: Iterable[str], now: datetime) -> dict[str, int]:
         if self._db.dialect == "postgresql":
-            return await keys_pg.live_lease_counts(self._db, account_ids, now)
+            return await keys_pg.live_lease_counts(self._db.pg, account_ids, now)
         counts = dict.fromkeys(account_ids, 0)
         if not counts:
             return counts

@@ -1,6 +1,7 @@
 """Key and decision reads and revocation on Postgres, on a plain asyncpg connection
-(`Database.pg`): each one prepared statement, one round trip, no unit of work. SQLite goes
-through the ORM (`leasegate.db.keys`, `leasegate.db.decisions`); both keep one contract
+(a `PgPool`: `Database.pg`, or the proxy's own, `leasegate.db.proxy_pg`): each one prepared
+statement, one round trip, no unit of work, no SQLAlchemy. SQLite goes through the ORM
+(`leasegate.db.keys`, `leasegate.db.decisions`); both keep one contract
 (`tests/contract/test_mint_store.py`)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from leasegate.core.records import KeyRecord, MintDecision
-from leasegate.db.engine import Database
+from leasegate.db.pg_pool import PgPool
 from leasegate.db.pg_rows import DECISION_COLUMNS, KEY_COLUMNS, decision_of_row, key_of_row
 
 # every name below is the schema's own: nothing here comes from input
@@ -25,25 +26,25 @@ _LEASE_COUNTS = (
 )
 
 
-async def get_key(db: Database, key_id: str) -> KeyRecord | None:
-    async with db.pg.connection() as connection:
+async def get_key(pool: PgPool, key_id: str) -> KeyRecord | None:
+    async with pool.connection() as connection:
         row = await connection.fetchrow(_GET_KEY, key_id)
     return key_of_row(row) if row is not None else None
 
 
-async def get_decision(db: Database, decision_id: str) -> MintDecision | None:
-    async with db.pg.connection() as connection:
+async def get_decision(pool: PgPool, decision_id: str) -> MintDecision | None:
+    async with pool.connection() as connection:
         row = await connection.fetchrow(_GET_DECISION, decision_id)
     return decision_of_row(row) if row is not None else None
 
 
 async def revoke_key(
-    db: Database, key_id: str, reason: str, now: datetime
+    pool: PgPool, key_id: str, reason: str, now: datetime
 ) -> tuple[KeyRecord | None, bool]:
     """(the record after, whether this call ended it): the conditional UPDATE, and only when
     it ended nothing a read of the row as it now stands (a separate statement, so it sees a
     concurrent revocation that won)."""
-    async with db.pg.connection() as connection:
+    async with pool.connection() as connection:
         ended = await connection.fetchrow(_END_KEY, key_id, reason, now)
         if ended is not None:
             return key_of_row(ended), True
@@ -52,12 +53,12 @@ async def revoke_key(
 
 
 async def live_lease_counts(
-    db: Database, account_ids: Iterable[str], now: datetime
+    pool: PgPool, account_ids: Iterable[str], now: datetime
 ) -> dict[str, int]:
     counts = dict.fromkeys(account_ids, 0)
     if not counts:
         return counts
-    async with db.pg.connection() as connection:
+    async with pool.connection() as connection:
         rows = await connection.fetch(_LEASE_COUNTS, list(counts), now)
     for account_id, count in rows:
         counts[account_id] = count

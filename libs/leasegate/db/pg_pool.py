@@ -15,17 +15,25 @@ and every idle one, as SQLAlchemy invalidates its pool on a disconnect. Every dr
 caller does not handle itself (`passthrough`) leaves as the core's `StoreError`, sorted by
 `leasegate.db.errors.store_error` (`StoreUnavailable`, answered 503 `unavailable`, or
 `StoreRejected` for content the database refuses). The next call connects afresh.
+
+Timing: with a `calls` observer (the store metrics, `leasegate.web.store_metrics`), each lent
+connection's block is one call: timed from the moment the connection is in hand (pool wait and
+connecting excluded, as SQLAlchemy's statement timing excludes them) to the block's end; a
+block (or a connection attempt) that fails with a store error counts as failed instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
+from leasegate.core.ports.calls import CallObserver
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.db.errors import RAW_CALL_ERRORS, store_error
 
@@ -35,6 +43,21 @@ POOL_WAIT_S = 30.0
 _CONNECTION_CLASSES = ("08", "57")
 """SQLSTATE classes after which the connection is not reused: connection exception and
 operator intervention (shutdown, termination, crash recovery)."""
+
+PING_TIMEOUT_S = 2.0
+"""/readyz's database probe gives up after this long."""
+PG_POOL_SIZE = 16
+"""asyncpg connections per process for the hot paths, beside SQLAlchemy's engine's
+(`LEASEGATE_DATABASE_POOL_SIZE`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """Postgres call deadlines; the defaults are those of `LEASEGATE_DATABASE_*_TIMEOUT_S`."""
+
+    connect_s: float = 3.0
+    command_s: float | None = 5.0
+    """None: statements are not bounded (migrations)."""
 
 
 class PgPool:
@@ -47,8 +70,11 @@ class PgPool:
         size: int,
         connect_s: float,
         command_s: float | None,
+        calls: CallObserver | None = None,
     ) -> None:
         self._connect_kwargs = dict(connect_kwargs)
+        self.calls = calls
+        """Told of every call (see the module docstring); None: nothing is timed."""
         self._connect_s = connect_s
         self._command_s = command_s
         self._slots = asyncio.Semaphore(size)
@@ -67,9 +93,16 @@ class PgPool:
                 await self._slots.acquire()
         except TimeoutError:
             raise StoreUnavailable("pool-timeout") from None
+        calls = self.calls
         try:
-            connection = self._idle.pop() if self._idle else await self._connect()
+            try:
+                connection = self._idle.pop() if self._idle else await self._connect()
+            except StoreUnavailable:
+                if calls is not None:
+                    calls.failed()
+                raise
             generation = self._generation
+            started = time.perf_counter()
             try:
                 yield connection
             except BaseException as exc:
@@ -78,9 +111,16 @@ class PgPool:
                 else:
                     connection.terminate()
                     self.expire()
-                if not isinstance(exc, passthrough) and isinstance(exc, RAW_CALL_ERRORS):
-                    raise store_error(exc) from exc
+                if isinstance(exc, RAW_CALL_ERRORS):
+                    if calls is not None:
+                        calls.failed()
+                    if not isinstance(exc, passthrough):
+                        raise store_error(exc) from exc
+                elif calls is not None:
+                    calls.succeeded(time.perf_counter() - started)  # the caller's own exception
                 raise
+            if calls is not None:
+                calls.succeeded(time.perf_counter() - started)
             self._give_back(connection, generation)
         finally:
             self._slots.release()

@@ -1,5 +1,6 @@
-"""asyncpg records to the core dataclasses: the column lists the raw statements select, and
-the conversions (`leasegate.db.convert` does the same for SQLAlchemy's ORM rows)."""
+"""asyncpg records to the core's (and the audit chain's) dataclasses: the column lists the raw
+statements select, and the conversions (`leasegate.db.convert` and `leasegate.db.audit` do the
+same for SQLAlchemy's rows)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, cast
 
+from leasegate.audit.chain import Anchor, AuditRecord
 from leasegate.core.errors import PassOver
 from leasegate.core.records import DecisionOutcome, KeyRecord, MintDecision, MintKind
 
@@ -35,3 +37,19 @@ def decision_of_row(row: Mapping[str, Any]) -> MintDecision:
     values["kind"] = cast("MintKind", values["kind"])
     values["outcome"] = cast("DecisionOutcome", values["outcome"])
     return MintDecision(**values)
+
+
+_RECORD_FIELDS = tuple(f.name for f in fields(AuditRecord))
+
+RECORD_COLUMNS = ", ".join(_RECORD_FIELDS)
+"""The `audit_records` table's columns, as `AuditRecord` names them."""
+ANCHOR_COLUMNS = '"count", head_hash, signature'
+"""The `audit_anchor` row's columns an `Anchor` is read from."""
+
+
+def record_of_row(row: Mapping[str, Any]) -> AuditRecord:
+    return AuditRecord(**{name: row[name] for name in _RECORD_FIELDS})
+
+
+def anchor_of_row(row: Mapping[str, Any] | None) -> Anchor | None:
+    return None if row is None else Anchor(row["count"], row["head_hash"], row["signature"])

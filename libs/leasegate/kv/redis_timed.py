@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterPipeline
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
+from leasegate.core.ports.calls import CallObserver
+
 T = TypeVar("T")
-
-
-class CallObserver(Protocol):
-    def succeeded(self, seconds: float) -> None: ...
-    def failed(self) -> None: ...
 
 
 async def _timed(observer: CallObserver, call: Awaitable[T]) -> T:

@@ -1,21 +1,33 @@
 """Build the stores a process needs from its configuration: in-process twins in embedded
-mode, Redis-backed ones in production mode, and the database either way."""
+mode, Redis-backed ones in production mode, and the database either way.
+
+The database comes two ways. The control plane and the embedded mode (`open_stores`) get
+SQLAlchemy's `Database` and `Store`. A production proxy (`open_proxy_stores`) needs only
+`ProxyDatabase` (key reads, evidence writes, the audit chain's reads, a ping); on Postgres that
+is `leasegate.db.proxy_pg` on plain asyncpg, so the proxy process never imports SQLAlchemy
+(20-30 MB of resident memory per proxy). The SQLAlchemy modules are therefore imported inside
+`open_stores`, not at the top of this module.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Protocol
 
-from leasegate.config import Config
+from leasegate.audit.reads import ChainReader
+from leasegate.config import Config, Settings
 from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
+from leasegate.core.ports.calls import CallObserver
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.spend import ChainSpend
+from leasegate.core.ports.storage import EvidenceWriter, KeyReader
 from leasegate.core.ports.witness import AuditWitness
-from leasegate.db.engine import Database
-from leasegate.db.engine import Deadlines as DatabaseDeadlines
-from leasegate.db.store import Store
+from leasegate.db.pg_pool import Deadlines as DatabaseDeadlines
+from leasegate.db.pg_url import is_postgres
+from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.kv.connect import Deadlines as RedisDeadlines
 from leasegate.kv.connect import redis_client
 from leasegate.kv.health_fanout_memory import InProcessHealthFanout
@@ -34,11 +46,30 @@ from leasegate.kv.spend_redis import RedisChainSpend
 from leasegate.kv.witness_memory import InProcessAuditWitness
 from leasegate.kv.witness_redis import RedisAuditWitness
 
+if TYPE_CHECKING:
+    from leasegate.db.engine import Database
+    from leasegate.db.store import Store
+
+
+class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, Protocol):
+    """Everything a proxy asks of the database (`PgProxyStore`, or `SqlProxyStore`)."""
+
+    dialect: str
+    """`postgresql` or `sqlite`: the store metrics' label."""
+
+    async def ping(self) -> bool:
+        """Whether the database answers within a couple of seconds."""
+
+    def observe(self, calls: CallObserver) -> None:
+        """Time every call from now on."""
+
+    async def close(self) -> None: ...
+
 
 @dataclass
-class Stores:
-    database: Database
-    store: Store
+class KvStores:
+    """The stores outside the database: in-process (embedded) or on Redis (production)."""
+
     health: HealthStore
     health_fanout: HealthFanout
     """Health news between proxies (each proxy's local view, proxy/health_view.py)."""
@@ -50,10 +81,9 @@ class Stores:
     spend: ChainSpend
     """Each dispatch chain's running tokens and cost, for its budget."""
 
-    async def ping_database(self) -> None:
-        """Raises StoreUnavailable unless the database answers (/readyz's probe)."""
-        if not await self.database.ping():
-            raise StoreUnavailable("no-answer")
+    def parts(self) -> dict[str, Any]:
+        """This object's fields, to build a `ProxyStores` or `Stores` around them."""
+        return {f.name: getattr(self, f.name) for f in fields(KvStores)}
 
     async def ping_redis(self) -> None:
         """Redis answers, and the revocation subscription (if this process has one) is live;
@@ -63,14 +93,38 @@ class Stores:
         if not self.revocations.ready:
             raise StoreUnavailable("subscription-down")
 
-    async def aclose(self) -> None:
+    async def _close_kv(self) -> None:
         await self.revocations.aclose()
         await self.health_fanout.aclose()
         await self.health.aclose()
         await self.slots.aclose()
         if self.redis is not None:
             await close_redis(self.redis)
-        await self.database.dispose()
+
+
+@dataclass
+class ProxyStores(KvStores):
+    """What a proxy needs."""
+
+    durable: ProxyDatabase
+
+    async def ping_database(self) -> None:
+        """Raises StoreUnavailable unless the database answers (/readyz's probe)."""
+        if not await self.durable.ping():
+            raise StoreUnavailable("no-answer")
+
+    async def aclose(self) -> None:
+        await self._close_kv()
+        await self.durable.close()
+
+
+@dataclass
+class Stores(ProxyStores):
+    """What the control plane (and the embedded mode, both APIs in one process) needs:
+    SQLAlchemy's `Database` and `Store` too; `durable` is the same database."""
+
+    database: Database
+    store: Store
 
 
 def health_policy(config: Config) -> HealthPolicy:
@@ -85,18 +139,45 @@ def health_policy(config: Config) -> HealthPolicy:
 
 
 def open_stores(config: Config) -> Stores:
-    """Construct (without connecting: the first use connects) every store for this config."""
+    """Construct (without connecting: the first use connects) every store for this config,
+    the database through SQLAlchemy."""
+    from leasegate.db.engine import Database
+    from leasegate.db.proxy_sql import SqlProxyStore
+    from leasegate.db.store import Store
+
     settings = config.settings
     database = Database.connect(
-        settings.database_url,
-        DatabaseDeadlines(settings.database_connect_timeout_s, settings.database_command_timeout_s),
-        settings.database_pool_size,
+        settings.database_url, _database_deadlines(settings), settings.database_pool_size
     )
+    store = Store(database)
+    return Stores(
+        durable=SqlProxyStore(store), database=database, store=store, **_kv(config).parts()
+    )
+
+
+def open_proxy_stores(config: Config) -> ProxyStores:
+    """A production proxy's stores: on Postgres the database without SQLAlchemy
+    (`PgProxyStore`); otherwise `open_stores`'s."""
+    settings = config.settings
+    if not is_postgres(settings.database_url):
+        return open_stores(config)
+    durable = PgProxyStore.connect(
+        settings.database_url, _database_deadlines(settings), settings.database_pool_size
+    )
+    return ProxyStores(durable=durable, **_kv(config).parts())
+
+
+def _database_deadlines(settings: Settings) -> DatabaseDeadlines:
+    return DatabaseDeadlines(
+        settings.database_connect_timeout_s, settings.database_command_timeout_s
+    )
+
+
+def _kv(config: Config) -> KvStores:
+    settings = config.settings
     policy = health_policy(config)
     if settings.redis_url is None:
-        return Stores(
-            database=database,
-            store=Store(database),
+        return KvStores(
             health=InProcessHealthStore(policy),
             health_fanout=InProcessHealthFanout(),
             slots=InProcessRequestSlots(settings.request_slot_lease_s),
@@ -110,9 +191,7 @@ def open_stores(config: Config) -> Stores:
         RedisDeadlines(settings.redis_connect_timeout_s, settings.redis_command_timeout_s),
     )
     prefix = settings.redis_prefix
-    return Stores(
-        database=database,
-        store=Store(database),
+    return KvStores(
         health=RedisHealthStore(client, prefix, policy),
         health_fanout=RedisHealthFanout(
             client, prefix, reply_within_s=settings.redis_command_timeout_s

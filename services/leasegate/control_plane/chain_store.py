@@ -8,17 +8,12 @@ from datetime import datetime
 from typing import Protocol
 
 from leasegate.audit import AuditRecord
+from leasegate.audit.reads import ChainReader
 from leasegate.core.records import KeyRecord
-from leasegate.db.audit import ChainHead, ChainSnapshot, Prepare
+from leasegate.db.audit import Prepare
 
 
-class AuditChain(Protocol):
-    async def read_chain(self) -> ChainSnapshot:
-        """The records and the anchor, from one consistent moment."""
-
-    async def read_head(self) -> ChainHead:
-        """A cheap fingerprint of the chain, for the overlay's cache."""
-
+class AuditChain(ChainReader, Protocol):
     async def append(self, prepare: Prepare, now: datetime) -> tuple[AuditRecord, list[KeyRecord]]:
         """Lock, read, `prepare` (which may raise to abort), revoke the plan's account's live
         keys, append the sealed record and re-anchor: all or nothing. Raises ChainRaced when

@@ -13,7 +13,6 @@ from starlette.routing import Route
 
 from leasegate.config import Config
 from leasegate.core.clock import Clock, SystemClock
-from leasegate.db.audit import AuditRepository
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
@@ -32,23 +31,26 @@ from leasegate.web.app_base import base_app
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_router
 from leasegate.web.store_metrics import StoreMetrics
-from leasegate.web.wiring import Stores, open_stores
+from leasegate.web.wiring import ProxyStores, open_proxy_stores
 
 
 def build_proxy_runtime(
-    config: Config, stores: Stores, metrics_registry: CollectorRegistry, clock: Clock
+    config: Config, stores: ProxyStores, metrics_registry: CollectorRegistry, clock: Clock
 ) -> ProxyRuntime:
+    """The proxy's parts over `stores`; they reach the database only through its ports
+    (`stores.durable`: key reads, evidence writes, the audit chain's reads), which on Postgres
+    run without SQLAlchemy."""
     settings = config.settings
     return ProxyRuntime(
         settings=settings,
         registry=config.registry,
         clock=clock,
-        resolver=KeyResolver(stores.store, clock, settings.key_cache_ttl_s),
+        resolver=KeyResolver(stores.durable, clock, settings.key_cache_ttl_s),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(
-            stores.store,
+            stores.durable,
             flush_interval_s=settings.evidence_flush_interval_s,
             memory_rows=settings.evidence_memory_rows,
             durable_timeout_s=settings.evidence_durable_timeout_s,
@@ -64,14 +66,14 @@ def build_proxy_runtime(
             config.registry,
             stores.spend,
             keep_s=settings.key_max_ttl_s,
-            tenants=TenantBudgetWatch(AuditRepository(stores.database), settings.audit_key, clock),
+            tenants=TenantBudgetWatch(stores.durable, settings.audit_key, clock),
             clock=clock,
         ),
         tracer=RequestTracer() if config.tracing_endpoint is not None else None,
     )
 
 
-async def start_proxy(runtime: ProxyRuntime, stores: Stores) -> None:
+async def start_proxy(runtime: ProxyRuntime, stores: ProxyStores) -> None:
     await stores.revocations.subscribe(runtime.resolver.on_revoked, runtime.resolver.on_reset)
     await runtime.health.start()
     runtime.evidence.start()
@@ -112,7 +114,7 @@ def with_data_plane(runtime: ProxyRuntime, app: FastAPI, *, traced: bool) -> Dat
 def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     """The proxy as its own process (production mode)."""
     the_clock = clock or SystemClock()
-    stores = open_stores(config)
+    stores = open_proxy_stores(config)
     metrics_registry = CollectorRegistry()
     StoreMetrics(metrics_registry).watch(stores)
     runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from pydantic import SecretStr
 
 from leasegate.audit import ChainVerdict, fold
+from leasegate.audit.reads import ChainHead, ChainReader
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError, failure_reason
-from leasegate.db.audit import AuditRepository, ChainHead
 from leasegate.spend import TenantBudget
 
 log = logging.getLogger("leasegate.proxy")
@@ -37,9 +37,7 @@ READ_DEADLINE_S = 2.0
 
 
 class TenantBudgetWatch:
-    def __init__(
-        self, repository: AuditRepository, audit_key: SecretStr | None, clock: Clock
-    ) -> None:
+    def __init__(self, repository: ChainReader, audit_key: SecretStr | None, clock: Clock) -> None:
         self._repository = repository
         self._key = audit_key.get_secret_value().encode() if audit_key is not None else None
         self._clock = clock
