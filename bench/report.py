@@ -50,6 +50,12 @@ def _marginal_event(runs: Runs, target: str) -> list[float]:
     return out
 
 
+def _over_floor(runs: Runs, target: str) -> list[float]:
+    """How many times the floor's CPU a gateway's request costs (pairs from the same repeat)."""
+    pairs = zip(runs[f"{target}-json-c16"], runs["floor-json-c16"], strict=True)
+    return [cpu_per_request(r) / cpu_per_request(f) for r, f in pairs]
+
+
 def _p50(r: PhaseResult) -> float:
     return r.p50_ms
 
@@ -59,7 +65,8 @@ def _p99(r: PhaseResult) -> float:
 
 
 def summary_table(runs: Runs) -> str:
-    targets = ("direct", "production", "embedded")
+    targets = ("direct", "floor", "production", "embedded")
+    gateways = ("production", "embedded")
     rows: list[tuple[str, list[str]]] = []
 
     def row(label: str, cell: Callable[[str], str]) -> None:
@@ -72,6 +79,10 @@ def summary_table(runs: Runs) -> str:
                 [_spread(_figure(runs, f"{t}-json-c{c}", cpu_per_request), 3) for t in targets],
             )
         )
+    row(
+        "CPU per request / floor's, c=16",
+        lambda t: _spread(_over_floor(runs, t), 1) if t in gateways else "-",
+    )
     row(
         "CPU ms per stream, c=16",
         lambda t: _spread(_figure(runs, f"{t}-sse-c16", cpu_per_request), 3),
@@ -109,17 +120,18 @@ def summary_table(runs: Runs) -> str:
     row(
         "mints/s, c=16",
         lambda t: (
-            "-" if t == "direct" else _spread(_figure(runs, f"{t}-mint-c16", lambda r: r.rps), 0)
+            _spread(_figure(runs, f"{t}-mint-c16", lambda r: r.rps), 0) if t in gateways else "-"
         ),
     )
     row(
         "CPU ms per mint, c=16",
         lambda t: (
-            "-" if t == "direct" else _spread(_figure(runs, f"{t}-mint-c16", cpu_per_request), 2)
+            _spread(_figure(runs, f"{t}-mint-c16", cpu_per_request), 2) if t in gateways else "-"
         ),
     )
     width = max(len(label) for label, _ in rows) + 2
-    cells = [max(len(c[i]) for _, c in [*rows, ("", list(targets))]) + 2 for i in range(3)]
+    columns = [*rows, ("", list(targets))]
+    cells = [max(len(c[i]) for _, c in columns) + 2 for i in range(len(targets))]
     lines = [
         f"{'figure':<{width}}" + "".join(f"{t:>{w}}" for t, w in zip(targets, cells, strict=True))
     ]

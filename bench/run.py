@@ -3,7 +3,8 @@
 Loopback only, a few minutes: starts a mock upstream (20-chunk SSE), a fresh Postgres
 database, the control plane and a proxy in production mode (Postgres evidence, Redis health)
 and `leasegate dev` in embedded mode (SQLite, in-process stores), mints a key on each, then
-drives chat completions directly at the mock and through each gateway: non-streaming at
+drives chat completions directly at the mock, through the floor (`bench/floor.py`: the least a
+Python forwarder costs on this machine, for scale) and through each gateway: non-streaming at
 c=1/16/64 and streaming at c=1/16, each phase `--repeats` times; then mints at c=16.
 Prints the issue's summary table (median [min-max] of the repeats) and every phase, and
 writes bench/results/latest.json. Everything it started is stopped, and the database
@@ -43,12 +44,13 @@ from bench.stack import (
 RESULTS = Path(__file__).parent / "results"
 C1_S, LOADED_S, WARMUP_S = 2.0, 3.0, 0.5
 PHASES = (("json", 1), ("json", 16), ("json", 64), ("sse", 1), ("sse", 16))
-TARGETS = ("direct", "production", "embedded")
+TARGETS = ("direct", "floor", "production", "embedded")
 
 
 def _targets(stack: Stack) -> dict[str, tuple[str, int]]:
     return {
         "direct": (stack.upstream.url, stack.upstream.pid),
+        "floor": (stack.floor.url, stack.floor.pid),
         "production": (stack.proxy.url, stack.proxy.pid),
         "embedded": (stack.embedded.url, stack.embedded.pid),
     }
@@ -169,7 +171,7 @@ def main() -> int:
     with ExitStack() as resources:
         sys.stderr.write("bench: starting mock upstream, database, control plane, proxy, dev\n")
         stack = start_stack(resources, RESULTS / "logs", options)
-        keys = {"production": mint_key(stack.control_plane.url), "direct": "unused"}
+        keys = {"production": mint_key(stack.control_plane.url), "direct": "-", "floor": "-"}
         keys["embedded"] = mint_key(stack.embedded.url)
         if options.live_keys:
             add_live_keys(stack.database_url, options.live_keys)

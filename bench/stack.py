@@ -53,6 +53,8 @@ class Options:
 @dataclass(frozen=True)
 class Stack:
     upstream: Service
+    floor: Service
+    """`bench/floor.py`: the least a forwarder can cost, for scale."""
     control_plane: Service
     proxy: Service
     """Production mode: its own process, Postgres evidence, Redis health."""
@@ -168,6 +170,12 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
     up_argv += ["--port", str(up_port), "--chunks", str(CHUNKS)]
     up_pid = stack.enter_context(process("upstream", up_argv, base_env, logs, None))
     wait_port(up_port)
+    floor_port = free_port()
+    floor_argv = [sys.executable, "-m", "bench.floor", "--port", str(floor_port)]
+    floor_pid = stack.enter_context(
+        process("floor", [*floor_argv, "--upstream", up_url], base_env, logs, None)
+    )
+    wait_port(floor_port)
 
     database_url = stack.enter_context(fresh_database())
     prefix = stack.enter_context(redis_prefix())
@@ -205,6 +213,7 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         services[name] = Service(url, pid)
     return Stack(
         Service(up_url, up_pid),
+        Service(f"http://127.0.0.1:{floor_port}", floor_pid),
         services["control-plane"],
         services["proxy"],
         services["embedded"],
