@@ -11,6 +11,7 @@ writes bench/results/latest.json. Everything it started is stopped, and the data
 dropped, however the run ends.
 
     python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
+                       [--rotate-keys N] [--key-cache-ttl S]
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ def _targets(stack: Stack) -> dict[str, tuple[str, int]]:
 
 
 async def _phase(
-    stack: Stack, target: str, key: str, kind: str, concurrency: int, events: float
+    stack: Stack, target: str, keys: list[str], kind: str, concurrency: int, events: float
 ) -> PhaseResult:
     url, pid = _targets(stack)[target]
+    key = keys[0]
     stream = kind == "sse"
     if concurrency > 1 and wrk.available():
         headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
@@ -73,6 +75,7 @@ async def _phase(
             watch_pid=pid,
             mock_pid=stack.upstream.pid,
             events_per_request=events if stream else 0.0,
+            keys=keys,
         )
     return await run_phase(
         url,
@@ -115,7 +118,7 @@ async def _mints(url: str, pid: int, concurrency: int) -> PhaseResult:
 
 
 async def _measure(
-    stack: Stack, keys: dict[str, str], repeats: int
+    stack: Stack, keys: dict[str, list[str]], repeats: int
 ) -> dict[str, list[PhaseResult]]:
     phases: dict[str, list[PhaseResult]] = {}
     events = float(CHUNKS + 3)  # corrected by the first measured stream
@@ -152,7 +155,23 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--workers", type=int, default=1, help="processes of the production proxy (1)"
     )
-    return parser.parse_args()
+    parser.add_argument(
+        "--rotate-keys",
+        type=int,
+        default=1,
+        help="production requests at c>1 take their key in turn from this many (1; at most "
+        "--live-keys + 1)",
+    )
+    parser.add_argument(
+        "--key-cache-ttl",
+        type=float,
+        default=None,
+        help="the production proxy's LEASEGATE_KEY_CACHE_TTL_S (0.001: every resolution cold)",
+    )
+    args = parser.parse_args()
+    if not 1 <= args.rotate_keys <= args.live_keys + 1:
+        parser.error("--rotate-keys must be between 1 and --live-keys + 1")
+    return args
 
 
 def main() -> int:
@@ -167,14 +186,18 @@ def main() -> int:
         accounts=args.accounts,
         live_keys=args.live_keys,
         workers=args.workers,
+        rotate_keys=args.rotate_keys,
+        key_cache_ttl_s=args.key_cache_ttl,
     )
     with ExitStack() as resources:
         sys.stderr.write("bench: starting mock upstream, database, control plane, proxy, dev\n")
         stack = start_stack(resources, RESULTS / "logs", options)
-        keys = {"production": mint_key(stack.control_plane.url), "direct": "-", "floor": "-"}
-        keys["embedded"] = mint_key(stack.embedded.url)
+        keys = {"production": [mint_key(stack.control_plane.url)], "direct": ["-"]}
+        keys["floor"] = ["-"]
+        keys["embedded"] = [mint_key(stack.embedded.url)]
         if options.live_keys:
-            add_live_keys(stack.database_url, options.live_keys)
+            extra = add_live_keys(stack.database_url, options.live_keys, keys["production"][0])
+            keys["production"] += extra[: options.rotate_keys - 1]
         sys.stderr.write("bench: measuring\n")
         phases = asyncio.run(_measure(stack, keys, args.repeats))
     meta = {
