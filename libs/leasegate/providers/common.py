@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from leasegate.providers.base import ErrorVocabulary, identifier
+from leasegate.providers.base import ErrorVocabulary, Usage, count, identifier
 
 COMMON_ERRORS = ErrorVocabulary(
     account=frozenset(
@@ -111,6 +111,21 @@ def context_length_exceeded(obj: Mapping[str, object]) -> bool:
         openai_context_length(obj)
         or anthropic_context_length(obj)
         or openrouter_context_length(obj)
+    )
+
+
+def openai_family_usage(
+    usage: Mapping[str, object], *, input_key: str, output_key: str, details_key: str
+) -> Usage:
+    """A usage object of OpenAI's APIs: the chat and the responses API count the same three
+    things under their own names, the cached part of the input inside a details object."""
+    details = usage.get(details_key)
+    return Usage(
+        input_tokens=count(usage.get(input_key)),
+        output_tokens=count(usage.get(output_key)),
+        cache_read_input_tokens=(
+            count(details.get("cached_tokens")) if isinstance(details, dict) else None
+        ),
     )
 
 

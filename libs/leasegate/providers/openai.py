@@ -27,7 +27,6 @@ from leasegate.providers.base import (
     UpstreamRoute,
     Usage,
     Wire,
-    count,
     exact_route,
 )
 from leasegate.providers.common import (
@@ -40,19 +39,18 @@ from leasegate.providers.common import (
     dump,
     error_fields_of,
     family_error_body,
+    openai_family_usage,
     text,
     word,
 )
 
 
 def openai_usage(usage: Mapping[str, object]) -> Usage:
-    details = usage.get("prompt_tokens_details")
-    return Usage(
-        input_tokens=count(usage.get("prompt_tokens")),
-        output_tokens=count(usage.get("completion_tokens")),
-        cache_read_input_tokens=(
-            count(details.get("cached_tokens")) if isinstance(details, dict) else None
-        ),
+    return openai_family_usage(
+        usage,
+        input_key="prompt_tokens",
+        output_key="completion_tokens",
+        details_key="prompt_tokens_details",
     )
 
 
