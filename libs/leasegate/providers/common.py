@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import ClassVar
 
-from leasegate.providers.base import ErrorVocabulary, Usage, count, identifier
+from leasegate.providers.base import (
+    Endpoint,
+    ErrorVocabulary,
+    UpstreamRoute,
+    Usage,
+    count,
+    exact_route,
+    identifier,
+)
 
 COMMON_ERRORS = ErrorVocabulary(
     account=frozenset(
@@ -138,6 +147,28 @@ class FamilyErrors:
 
     def context_length(self, obj: Mapping[str, object]) -> bool:
         return context_length_exceeded(obj)
+
+
+class ModelInBody:
+    """The routing of a kind whose requests name the served model in the body (OpenAI and its
+    compatibles, Anthropic): a `ProviderKind` mixin, listed before `ProviderKind`. No options
+    of its own, any served name, and the caller's path sent unchanged."""
+
+    endpoints: ClassVar[tuple[Endpoint, ...]]
+
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        return {}
+
+    def served_problem(self, served_model: str) -> str | None:
+        return None  # the served name travels in the body
+
+    def upstream_path(
+        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
+    ) -> str:
+        return endpoint.path
+
+    def upstream_route(self, path: str) -> UpstreamRoute | None:
+        return exact_route(self.endpoints, path)
 
 
 # The examples' building blocks.

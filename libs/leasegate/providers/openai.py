@@ -24,10 +24,8 @@ from leasegate.providers.base import (
     Example,
     ProviderKind,
     StreamFacts,
-    UpstreamRoute,
     Usage,
     Wire,
-    exact_route,
 )
 from leasegate.providers.common import (
     CACHED_TOKENS,
@@ -35,6 +33,7 @@ from leasegate.providers.common import (
     CREATED,
     INPUT_TOKENS,
     FamilyErrors,
+    ModelInBody,
     data,
     dump,
     error_fields_of,
@@ -114,7 +113,7 @@ COMPLETIONS = Endpoint("/v1/completions", WIRE)
 EMBEDDINGS = Endpoint("/v1/embeddings", WIRE, streams=False)
 
 
-class OpenAI(ProviderKind):
+class OpenAI(ModelInBody, ProviderKind):
     name = "openai"
     endpoints = (CHAT, COMPLETIONS, EMBEDDINGS, responses.RESPONSES)
     errors = COMMON_ERRORS
@@ -125,20 +124,6 @@ class OpenAI(ProviderKind):
 
     def default_headers(self) -> tuple[tuple[str, str], ...]:
         return ()
-
-    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
-        return {}
-
-    def served_problem(self, served_model: str) -> str | None:
-        return None  # the served name travels in the body
-
-    def upstream_path(
-        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
-    ) -> str:
-        return endpoint.path
-
-    def upstream_route(self, path: str) -> UpstreamRoute | None:
-        return exact_route(self.endpoints, path)
 
 
 class OpenRouter(OpenAI):
