@@ -37,14 +37,20 @@ def _figure(runs: Runs, name: str, of: Callable[[PhaseResult], float]) -> list[f
     return [of(r) for r in runs.get(name, ())]
 
 
+def _paired(runs: Runs, first: str, second: str) -> list[tuple[PhaseResult, PhaseResult]]:
+    """The two phases' results repeat by repeat; none when a phase was not run (`--only`)."""
+    a, b = runs.get(first, ()), runs.get(second, ())
+    return list(zip(a, b, strict=True)) if a and b else []
+
+
 def _added(runs: Runs, target: str, kind: str, of: Callable[[PhaseResult], float]) -> list[float]:
-    direct = runs[f"direct-{kind}-c1"]
-    return [of(r) - of(d) for r, d in zip(runs[f"{target}-{kind}-c1"], direct, strict=True)]
+    pairs = _paired(runs, f"{target}-{kind}-c1", f"direct-{kind}-c1")
+    return [of(r) - of(d) for r, d in pairs]
 
 
 def _marginal_event(runs: Runs, target: str) -> list[float]:
     out = []
-    for plain, stream in zip(runs[f"{target}-json-c16"], runs[f"{target}-sse-c16"], strict=True):
+    for plain, stream in _paired(runs, f"{target}-json-c16", f"{target}-sse-c16"):
         per_request = stream.events / stream.requests if stream.requests else math.nan
         out.append((cpu_per_request(stream) - cpu_per_request(plain)) / per_request)
     return out
@@ -52,7 +58,7 @@ def _marginal_event(runs: Runs, target: str) -> list[float]:
 
 def _over_floor(runs: Runs, target: str) -> list[float]:
     """How many times the floor's CPU a gateway's request costs (pairs from the same repeat)."""
-    pairs = zip(runs[f"{target}-json-c16"], runs["floor-json-c16"], strict=True)
+    pairs = _paired(runs, f"{target}-json-c16", "floor-json-c16")
     return [cpu_per_request(r) / cpu_per_request(f) for r, f in pairs]
 
 

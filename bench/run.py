@@ -11,7 +11,7 @@ writes bench/results/latest.json. Everything it started is stopped, and the data
 dropped, however the run ends.
 
     python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
-                       [--rotate-keys N] [--key-cache-ttl S]
+                       [--rotate-keys N] [--key-cache-ttl S] [--only json-c16,mint-c16]
 """
 
 from __future__ import annotations
@@ -118,12 +118,14 @@ async def _mints(url: str, pid: int, concurrency: int) -> PhaseResult:
 
 
 async def _measure(
-    stack: Stack, keys: dict[str, list[str]], repeats: int
+    stack: Stack, keys: dict[str, list[str]], repeats: int, only: frozenset[str] | None
 ) -> dict[str, list[PhaseResult]]:
     phases: dict[str, list[PhaseResult]] = {}
     events = float(CHUNKS + 3)  # corrected by the first measured stream
     for _ in range(repeats):
         for kind, concurrency in PHASES:
+            if only is not None and f"{kind}-c{concurrency}" not in only:
+                continue
             for target in TARGETS:
                 name = f"{target}-{kind}-c{concurrency}"
                 sys.stderr.write(f"  {name} ...\n")
@@ -131,6 +133,8 @@ async def _measure(
                 if kind == "sse" and concurrency == 1 and result.requests:
                     events = result.events / result.requests
                 phases.setdefault(name, []).append(result)
+        if only is not None and "mint-c16" not in only:
+            continue
         for target, (url, pid) in (
             ("production", (stack.control_plane.url, stack.control_plane.pid)),
             ("embedded", (stack.embedded.url, stack.embedded.pid)),
@@ -168,6 +172,12 @@ def _arguments() -> argparse.Namespace:
         default=None,
         help="the production proxy's LEASEGATE_KEY_CACHE_TTL_S (0.001: every resolution cold)",
     )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="the phases to run, comma-separated (json-c1, json-c16, json-c64, sse-c1, "
+        "sse-c16, mint-c16); default all",
+    )
     args = parser.parse_args()
     if not 1 <= args.rotate_keys <= args.live_keys + 1:
         parser.error("--rotate-keys must be between 1 and --live-keys + 1")
@@ -199,7 +209,8 @@ def main() -> int:
             extra = add_live_keys(stack.database_url, options.live_keys, keys["production"][0])
             keys["production"] += extra[: options.rotate_keys - 1]
         sys.stderr.write("bench: measuring\n")
-        phases = asyncio.run(_measure(stack, keys, args.repeats))
+        only = frozenset(args.only.split(",")) if args.only else None
+        phases = asyncio.run(_measure(stack, keys, args.repeats, only))
     meta = {
         "generator": (
             "wrk (c>1) and raw asyncio HTTP/1.1 (c=1, mints)"
