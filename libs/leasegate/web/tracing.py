@@ -18,11 +18,6 @@ from opentelemetry import context, propagate, trace
 from opentelemetry.trace import SpanKind, StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-try:
-    from leasegate.web import otel
-except ImportError:  # the `otel` extra is not installed: spans can be made, not exported
-    otel = None  # type: ignore[assignment]  # a module or nothing, checked before use
-
 log = logging.getLogger("leasegate.tracing")
 
 _TRACER = trace.get_tracer("leasegate")
@@ -32,10 +27,14 @@ _METHODS = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "P
 
 
 def configure_tracing(endpoint: str | None, service: str) -> bool:
-    """Install the OTLP exporter when an endpoint is set; whether spans will be exported."""
+    """Install the OTLP exporter when an endpoint is set; whether spans will be exported.
+    The SDK and its exporter (protobuf) are imported only then: an untraced process never
+    loads them."""
     if endpoint is None:
         return False
-    if otel is None:
+    try:
+        from leasegate.web import otel  # only when tracing is configured
+    except ImportError:  # the `otel` extra is not installed: spans can be made, not exported
         log.warning("OTEL_EXPORTER_OTLP_ENDPOINT is set but the otel extra is not installed")
         return False
     otel.use_otlp(endpoint, service)
