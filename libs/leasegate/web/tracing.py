@@ -23,7 +23,8 @@ log = logging.getLogger("leasegate.tracing")
 _TRACER = trace.get_tracer("leasegate")
 
 _METHODS = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT"})
-"""A span is named after one of these, or `HTTP` (a caller cannot invent span names)."""
+"""A span is named after one of these, or `HTTP` with the method `_OTHER` (as the semantic
+conventions say: a caller cannot invent span names)."""
 
 
 def configure_tracing(endpoint: str | None, service: str) -> bool:
@@ -64,7 +65,8 @@ class ServerSpans:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        method = scope["method"] if scope["method"] in _METHODS else "HTTP"
+        known = scope["method"] in _METHODS
+        method = scope["method"] if known else "HTTP"
         carrier: dict[str, str] = {}
         for name, value in scope["headers"]:
             carrier.setdefault(name.decode("latin-1"), value.decode("latin-1"))
@@ -74,7 +76,7 @@ class ServerSpans:
             context=parent,
             kind=SpanKind.SERVER,
             attributes={
-                "http.request.method": method,
+                "http.request.method": method if known else "_OTHER",
                 "url.scheme": scope.get("scheme", "http"),
                 "url.path": scope["path"],
             },
