@@ -25,7 +25,7 @@ from leasegate.proxy.app import (
     with_data_plane,
 )
 from leasegate.proxy.asgi import DataPlane
-from leasegate.web.app_base import base_app
+from leasegate.web.api_app import base_app
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import open_stores
 

@@ -19,10 +19,10 @@ from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.evidence_upkeep import EvidenceUpkeep
 from leasegate.db.partitions import EvidencePartitions
-from leasegate.web.app_base import base_app
+from leasegate.web.api_app import base_app
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.health_metrics import HealthGauges
-from leasegate.web.ops import ops_router
+from leasegate.web.ops import ops_routes
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import Stores, open_stores
 
@@ -58,8 +58,8 @@ def install_control_plane(
     capacity_gauges = CapacityGauges(runtime, metrics_registry)
     tenant_gauges = TenantBudgetGauges(runtime, metrics_registry)
     app.include_router(control_router(runtime))
-    app.include_router(
-        ops_router(
+    app.router.routes.extend(
+        ops_routes(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
             refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
