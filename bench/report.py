@@ -37,17 +37,29 @@ def _figure(runs: Runs, name: str, of: Callable[[PhaseResult], float]) -> list[f
     return [of(r) for r in runs.get(name, ())]
 
 
+def _paired(runs: Runs, first: str, second: str) -> list[tuple[PhaseResult, PhaseResult]]:
+    """The two phases' results repeat by repeat; none when a phase was not run (`--only`)."""
+    a, b = runs.get(first, ()), runs.get(second, ())
+    return list(zip(a, b, strict=True)) if a and b else []
+
+
 def _added(runs: Runs, target: str, kind: str, of: Callable[[PhaseResult], float]) -> list[float]:
-    direct = runs[f"direct-{kind}-c1"]
-    return [of(r) - of(d) for r, d in zip(runs[f"{target}-{kind}-c1"], direct, strict=True)]
+    pairs = _paired(runs, f"{target}-{kind}-c1", f"direct-{kind}-c1")
+    return [of(r) - of(d) for r, d in pairs]
 
 
 def _marginal_event(runs: Runs, target: str) -> list[float]:
     out = []
-    for plain, stream in zip(runs[f"{target}-json-c16"], runs[f"{target}-sse-c16"], strict=True):
+    for plain, stream in _paired(runs, f"{target}-json-c16", f"{target}-sse-c16"):
         per_request = stream.events / stream.requests if stream.requests else math.nan
         out.append((cpu_per_request(stream) - cpu_per_request(plain)) / per_request)
     return out
+
+
+def _over_floor(runs: Runs, target: str) -> list[float]:
+    """How many times the floor's CPU a gateway's request costs (pairs from the same repeat)."""
+    pairs = _paired(runs, f"{target}-json-c16", "floor-json-c16")
+    return [cpu_per_request(r) / cpu_per_request(f) for r, f in pairs]
 
 
 def _p50(r: PhaseResult) -> float:
@@ -59,7 +71,8 @@ def _p99(r: PhaseResult) -> float:
 
 
 def summary_table(runs: Runs) -> str:
-    targets = ("direct", "production", "embedded")
+    targets = ("direct", "floor", "production", "embedded")
+    gateways = ("production", "embedded")
     rows: list[tuple[str, list[str]]] = []
 
     def row(label: str, cell: Callable[[str], str]) -> None:
@@ -72,6 +85,10 @@ def summary_table(runs: Runs) -> str:
                 [_spread(_figure(runs, f"{t}-json-c{c}", cpu_per_request), 3) for t in targets],
             )
         )
+    row(
+        "CPU per request / floor's, c=16",
+        lambda t: _spread(_over_floor(runs, t), 1) if t in gateways else "-",
+    )
     row(
         "CPU ms per stream, c=16",
         lambda t: _spread(_figure(runs, f"{t}-sse-c16", cpu_per_request), 3),
@@ -109,17 +126,18 @@ def summary_table(runs: Runs) -> str:
     row(
         "mints/s, c=16",
         lambda t: (
-            "-" if t == "direct" else _spread(_figure(runs, f"{t}-mint-c16", lambda r: r.rps), 0)
+            _spread(_figure(runs, f"{t}-mint-c16", lambda r: r.rps), 0) if t in gateways else "-"
         ),
     )
     row(
         "CPU ms per mint, c=16",
         lambda t: (
-            "-" if t == "direct" else _spread(_figure(runs, f"{t}-mint-c16", cpu_per_request), 2)
+            _spread(_figure(runs, f"{t}-mint-c16", cpu_per_request), 2) if t in gateways else "-"
         ),
     )
     width = max(len(label) for label, _ in rows) + 2
-    cells = [max(len(c[i]) for _, c in [*rows, ("", list(targets))]) + 2 for i in range(3)]
+    columns = [*rows, ("", list(targets))]
+    cells = [max(len(c[i]) for _, c in columns) + 2 for i in range(len(targets))]
     lines = [
         f"{'figure':<{width}}" + "".join(f"{t:>{w}}" for t, w in zip(targets, cells, strict=True))
     ]

@@ -3,13 +3,15 @@
 Loopback only, a few minutes: starts a mock upstream (20-chunk SSE), a fresh Postgres
 database, the control plane and a proxy in production mode (Postgres evidence, Redis health)
 and `leasegate dev` in embedded mode (SQLite, in-process stores), mints a key on each, then
-drives chat completions directly at the mock and through each gateway: non-streaming at
+drives chat completions directly at the mock, through the floor (`bench/floor.py`: the least a
+Python forwarder costs on this machine, for scale) and through each gateway: non-streaming at
 c=1/16/64 and streaming at c=1/16, each phase `--repeats` times; then mints at c=16.
 Prints the issue's summary table (median [min-max] of the repeats) and every phase, and
 writes bench/results/latest.json. Everything it started is stopped, and the database
 dropped, however the run ends.
 
     python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
+                       [--rotate-keys N] [--key-cache-ttl S] [--only json-c16,mint-c16]
 """
 
 from __future__ import annotations
@@ -43,21 +45,23 @@ from bench.stack import (
 RESULTS = Path(__file__).parent / "results"
 C1_S, LOADED_S, WARMUP_S = 2.0, 3.0, 0.5
 PHASES = (("json", 1), ("json", 16), ("json", 64), ("sse", 1), ("sse", 16))
-TARGETS = ("direct", "production", "embedded")
+TARGETS = ("direct", "floor", "production", "embedded")
 
 
 def _targets(stack: Stack) -> dict[str, tuple[str, int]]:
     return {
         "direct": (stack.upstream.url, stack.upstream.pid),
+        "floor": (stack.floor.url, stack.floor.pid),
         "production": (stack.proxy.url, stack.proxy.pid),
         "embedded": (stack.embedded.url, stack.embedded.pid),
     }
 
 
 async def _phase(
-    stack: Stack, target: str, key: str, kind: str, concurrency: int, events: float
+    stack: Stack, target: str, keys: list[str], kind: str, concurrency: int, events: float
 ) -> PhaseResult:
     url, pid = _targets(stack)[target]
+    key = keys[0]
     stream = kind == "sse"
     if concurrency > 1 and wrk.available():
         headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
@@ -71,6 +75,7 @@ async def _phase(
             watch_pid=pid,
             mock_pid=stack.upstream.pid,
             events_per_request=events if stream else 0.0,
+            keys=keys,
         )
     return await run_phase(
         url,
@@ -113,12 +118,14 @@ async def _mints(url: str, pid: int, concurrency: int) -> PhaseResult:
 
 
 async def _measure(
-    stack: Stack, keys: dict[str, str], repeats: int
+    stack: Stack, keys: dict[str, list[str]], repeats: int, only: frozenset[str] | None
 ) -> dict[str, list[PhaseResult]]:
     phases: dict[str, list[PhaseResult]] = {}
     events = float(CHUNKS + 3)  # corrected by the first measured stream
     for _ in range(repeats):
         for kind, concurrency in PHASES:
+            if only is not None and f"{kind}-c{concurrency}" not in only:
+                continue
             for target in TARGETS:
                 name = f"{target}-{kind}-c{concurrency}"
                 sys.stderr.write(f"  {name} ...\n")
@@ -126,6 +133,8 @@ async def _measure(
                 if kind == "sse" and concurrency == 1 and result.requests:
                     events = result.events / result.requests
                 phases.setdefault(name, []).append(result)
+        if only is not None and "mint-c16" not in only:
+            continue
         for target, (url, pid) in (
             ("production", (stack.control_plane.url, stack.control_plane.pid)),
             ("embedded", (stack.embedded.url, stack.embedded.pid)),
@@ -150,7 +159,29 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--workers", type=int, default=1, help="processes of the production proxy (1)"
     )
-    return parser.parse_args()
+    parser.add_argument(
+        "--rotate-keys",
+        type=int,
+        default=1,
+        help="production requests at c>1 take their key in turn from this many (1; at most "
+        "--live-keys + 1)",
+    )
+    parser.add_argument(
+        "--key-cache-ttl",
+        type=float,
+        default=None,
+        help="the production proxy's LEASEGATE_KEY_CACHE_TTL_S (0.001: every resolution cold)",
+    )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="the phases to run, comma-separated (json-c1, json-c16, json-c64, sse-c1, "
+        "sse-c16, mint-c16); default all",
+    )
+    args = parser.parse_args()
+    if not 1 <= args.rotate_keys <= args.live_keys + 1:
+        parser.error("--rotate-keys must be between 1 and --live-keys + 1")
+    return args
 
 
 def main() -> int:
@@ -165,16 +196,21 @@ def main() -> int:
         accounts=args.accounts,
         live_keys=args.live_keys,
         workers=args.workers,
+        rotate_keys=args.rotate_keys,
+        key_cache_ttl_s=args.key_cache_ttl,
     )
     with ExitStack() as resources:
         sys.stderr.write("bench: starting mock upstream, database, control plane, proxy, dev\n")
         stack = start_stack(resources, RESULTS / "logs", options)
-        keys = {"production": mint_key(stack.control_plane.url), "direct": "unused"}
-        keys["embedded"] = mint_key(stack.embedded.url)
+        keys = {"production": [mint_key(stack.control_plane.url)], "direct": ["-"]}
+        keys["floor"] = ["-"]
+        keys["embedded"] = [mint_key(stack.embedded.url)]
         if options.live_keys:
-            add_live_keys(stack.database_url, options.live_keys)
+            extra = add_live_keys(stack.database_url, options.live_keys, keys["production"][0])
+            keys["production"] += extra[: options.rotate_keys - 1]
         sys.stderr.write("bench: measuring\n")
-        phases = asyncio.run(_measure(stack, keys, args.repeats))
+        only = frozenset(args.only.split(",")) if args.only else None
+        phases = asyncio.run(_measure(stack, keys, args.repeats, only))
     meta = {
         "generator": (
             "wrk (c>1) and raw asyncio HTTP/1.1 (c=1, mints)"

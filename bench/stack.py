@@ -48,11 +48,19 @@ class Options:
     """Extra live keys inserted in the production database before measuring."""
     workers: int = 1
     """`leasegate proxy --workers N` (CPU and RSS are summed over its processes)."""
+    rotate_keys: int = 1
+    """The production phases' requests take their key in turn from this many (the minted one
+    and `rotate_keys - 1` of the extra live keys)."""
+    key_cache_ttl_s: float | None = None
+    """The production proxy's `LEASEGATE_KEY_CACHE_TTL_S` (None: its default). A TTL far below
+    the time between two uses of one key makes every key resolution a database read."""
 
 
 @dataclass(frozen=True)
 class Stack:
     upstream: Service
+    floor: Service
+    """`bench/floor.py`: the least a forwarder can cost, for scale."""
     control_plane: Service
     proxy: Service
     """Production mode: its own process, Postgres evidence, Redis health."""
@@ -168,6 +176,12 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
     up_argv += ["--port", str(up_port), "--chunks", str(CHUNKS)]
     up_pid = stack.enter_context(process("upstream", up_argv, base_env, logs, None))
     wait_port(up_port)
+    floor_port = free_port()
+    floor_argv = [sys.executable, "-m", "bench.floor", "--port", str(floor_port)]
+    floor_pid = stack.enter_context(
+        process("floor", [*floor_argv, "--upstream", up_url], base_env, logs, None)
+    )
+    wait_port(floor_port)
 
     database_url = stack.enter_context(fresh_database())
     prefix = stack.enter_context(redis_prefix())
@@ -201,10 +215,13 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         argv = leasegate_argv(command, port)
         if name == "proxy" and options.workers > 1:
             argv += ["--workers", str(options.workers)]
+        if name == "proxy" and options.key_cache_ttl_s is not None:
+            service_env = {**service_env, "LEASEGATE_KEY_CACHE_TTL_S": str(options.key_cache_ttl_s)}
         pid = stack.enter_context(process(name, argv, service_env, logs, f"{url}/readyz"))
         services[name] = Service(url, pid)
     return Stack(
         Service(up_url, up_pid),
+        Service(f"http://127.0.0.1:{floor_port}", floor_pid),
         services["control-plane"],
         services["proxy"],
         services["embedded"],
@@ -234,21 +251,26 @@ def mint_key(control_plane: str, dispatch_id: str = "bench-1") -> str:
     return key
 
 
-def add_live_keys(database_url: str, count: int) -> None:
-    """`count` more live keys, copies of the first one under new ids (one INSERT)."""
+def add_live_keys(database_url: str, count: int, key: str) -> list[str]:
+    """`count` more live keys, copies of the minted `key` under new ids (one INSERT); their
+    tokens (each has the copied secret, so each resolves)."""
     dsn = database_url.replace("postgresql+asyncpg://", "postgresql://")
+    _, key_id, secret = key.split("_", 2)
 
     async def insert() -> None:
         conn = await asyncpg.connect(dsn)
         try:
             await conn.execute(
-                """INSERT INTO keys SELECT 'bench' || g, secret_hash, mint_decision_id, tenant,
-                   'bench-extra-' || g, model, served_model, account_id, created_at, expires_at,
-                   NULL, NULL, tenant || chr(31) || 'bench-extra-' || g
-                   FROM (SELECT * FROM keys LIMIT 1) k, generate_series(1, $1) g""",
+                """INSERT INTO keys SELECT 'k' || lpad(to_hex(g), 24, '0'), secret_hash,
+                   mint_decision_id, tenant, 'bench-extra-' || g, model, served_model,
+                   account_id, created_at, expires_at, NULL, NULL,
+                   tenant || chr(31) || 'bench-extra-' || g
+                   FROM (SELECT * FROM keys WHERE key_id = $2) k, generate_series(1, $1) g""",
                 count,
+                key_id,
             )
         finally:
             await conn.close()
 
     asyncio.run(insert())
+    return [f"lg_k{g:024x}_{secret}" for g in range(1, count + 1)]

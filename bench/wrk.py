@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.load import PhaseResult, cpu_seconds, rss_kb
@@ -28,9 +29,21 @@ def available() -> bool:
     return shutil.which("wrk") is not None
 
 
-def _lua(body: bytes, headers: dict[str, str]) -> str:
+def _lua(body: bytes, headers: dict[str, str], keys: Sequence[str]) -> str:
     lines = ['wrk.method = "POST"', f"wrk.body = {_lua_string(body.decode())}"]
     lines += [f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items()]
+    if len(keys) > 1:
+        # one request per key in turn: each connection walks the list from its own start
+        listed = ", ".join(_lua_string(f"Bearer {key}") for key in keys)
+        lines += [
+            f"local keys = {{{listed}}}",
+            "local turn = math.random(#keys)",
+            "request = function()",
+            "  turn = turn % #keys + 1",
+            '  wrk.headers["authorization"] = keys[turn]',
+            "  return wrk.format()",
+            "end",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -48,10 +61,13 @@ def run_phase(
     watch_pid: int,
     mock_pid: int,
     events_per_request: float,
+    keys: Sequence[str] = (),
 ) -> PhaseResult:
+    """`keys`: more than one, and the requests take their `authorization` from them in turn
+    (`headers` gives the first request's)."""
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "request.lua"
-        script.write_text(_lua(body, headers))
+        script.write_text(_lua(body, headers, keys))
         argv = ["wrk", "-t1", f"-c{concurrency}", f"-d{duration_s:g}s", "--latency"]
         argv += ["-s", str(script), url]
         cpu_before, mock_before = cpu_seconds(watch_pid), cpu_seconds(mock_pid)

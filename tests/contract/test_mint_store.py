@@ -73,6 +73,8 @@ async def test_a_committed_mint_is_a_live_lease_and_its_decision(mint_store: Ser
     await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
     assert await mint_store.get_key(key.key_id) == key
     assert await mint_store.get_decision(decision.id) == decision
+    assert await mint_store.get_key_and_decision(key.key_id) == (key, decision)
+    assert await mint_store.get_key_and_decision("k" + "0" * 24) is None
     assert await mint_store.decisions_for_dispatch(decision.tenant, "d-1") == [decision]
     assert await mint_store.live_key_of_dispatch(decision.tenant, "d-1", T0) == key.key_id
     assert await mint_store.live_lease_counts([key.account_id, "x"], T0) == {

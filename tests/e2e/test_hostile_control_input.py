@@ -69,6 +69,15 @@ async def test_unstorable_state_change_fields_are_400(gateway: Gateway) -> None:
         _assert_refused(response, 400, "invalid-request")
 
 
+async def test_unstorable_tenant_budget_fields_are_400(gateway: Gateway) -> None:
+    # the same audited fields as a state change, bounded and checked by the same types
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    for fields in ({"reason": "leak\u0000"}, {"reason": "x\ud800"}, {"on_behalf_of": "a\u0000"}):
+        body = {"expected_revision": 0, "period": "day", "max_tokens": 10, "reason": "r", **fields}
+        response = await _post_json(gateway, "/control/v2/tenants/acme/budget", body, admin)
+        _assert_refused(response, 400, "invalid-request")
+
+
 @pytest.mark.parametrize(
     ("method", "path", "code"),
     [

@@ -1,7 +1,9 @@
 """OpenTelemetry tracing, on only with OTEL_EXPORTER_OTLP_ENDPOINT: the spans of a mint and a
 proxied request, children of the caller's W3C traceparent, recorded by the SDK's in-memory
-exporter (the process's tracer provider is set once, here, before any gateway starts); and the
-trace headers an upstream receives, only from an account with `propagate_trace: true`."""
+exporter (the process's tracer provider is set once, here, before any gateway starts), in the
+embedded gateway (FastAPI makes the server spans) and in the production proxy's own app
+(Starlette: `ServerSpans` makes them); and the trace headers an upstream receives, only from
+an account with `propagate_trace: true`."""
 
 from __future__ import annotations
 
@@ -18,7 +20,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.gateway import (
+    Gateway,
+    account_entry,
+    gateway_env,
+    running_gateway,
+    running_split_gateway,
+)
+from tests.fixtures.services import production_stores
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -228,6 +237,47 @@ async def test_untraced_only_the_allowed_account_gets_the_callers_trace_headers(
             assert "traceparent" not in upstream.requests[-1].headers
             names = {s.name for s in spans.get_finished_spans()}
             assert not any(name.startswith(("POST", "GET", "proxy.")) for name in names)
+
+
+async def test_the_production_proxy_makes_the_server_span_its_steps_hang_from(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    async with production_stores() as stores, MockUpstream(chunks=4) as upstream:
+        env = gateway_env(tmp_path, _accounts(upstream), extra=extra, **stores)
+        async with running_split_gateway(env, [upstream]) as (gw, proxy):
+            minted = await gw.minted(model="gpt-4o-mini")
+            spans.clear()
+            response = await gw.client.post(
+                f"{proxy}/v1/chat/completions",
+                json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]},
+                headers={"Authorization": f"Bearer {minted['key']}", "traceparent": TRACEPARENT},
+            )
+            assert response.status_code == 200, response.text
+            missing = await gw.client.get(f"{proxy}/nowhere", headers={"traceparent": TRACEPARENT})
+            assert missing.status_code == 404
+            await _until(lambda: any(s.name == "proxy.finish" for s in spans.get_finished_spans()))
+            finished = spans.get_finished_spans()
+    server = _named(finished, "POST /v1/chat/completions")
+    assert server.kind is SpanKind.SERVER
+    assert server.context is not None
+    assert server.parent is not None
+    assert (f"{server.context.trace_id:032x}", f"{server.parent.span_id:016x}") == (
+        TRACE_ID,
+        PARENT_ID,
+    )
+    assert server.attributes is not None
+    assert server.attributes["http.response.status_code"] == 200
+    assert server.attributes["http.route"] == "/v1/chat/completions"
+    request = _named(finished, "proxy.request")
+    assert request.parent is not None
+    assert request.parent.span_id == server.context.span_id
+    for step in ("proxy.admit", "proxy.upstream", "proxy.finish"):
+        assert server.context.span_id in _ancestors(_named(finished, step), finished)
+    unknown = _named(finished, "GET")  # no route: the method alone
+    assert unknown.attributes is not None
+    assert unknown.attributes["http.response.status_code"] == 404
+    assert minted["key"] not in "".join(str(span.to_json()) for span in finished)
 
 
 async def _until(done: Callable[[], bool]) -> None:

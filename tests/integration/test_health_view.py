@@ -28,7 +28,7 @@ from leasegate.core.ports.health import (
     HealthStore,
     HealthTransition,
 )
-from leasegate.kv.health_fanout_memory import InProcessHealthFanout
+from leasegate.kv.fanout_memory import InProcessHealthFanout
 from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore

@@ -17,6 +17,7 @@ from leasegate.client import (
     parse,
     wire,
 )
+from leasegate.client.control import AsyncControlClient, ControlClient
 from leasegate.client.records import PassOver
 
 
@@ -178,3 +179,24 @@ def test_upstream_errors_are_read_with_every_provider_kinds_vocabulary() -> None
     gemini_missing = {"error": {"code": 404, "status": "NOT_FOUND", "message": "-"}}
     assert classify_failure(upstream(404, gemini_missing)).action == "hop"
     assert classify_failure(upstream(404, {"error": {"code": "no_such_route"}})).action == "stop"
+
+
+def _bound_operations(cls: type) -> set[str]:
+    return {
+        name
+        for name, value in vars(cls).items()
+        if getattr(value, "__qualname__", "").endswith("<locals>.call")
+    }
+
+
+def test_both_control_clients_offer_every_operation_of_the_wire() -> None:
+    # the two clients bind the same builders, one line each: a builder added to `wire` and
+    # bound on one client only fails here
+    builders = {
+        name
+        for name, value in vars(wire).items()
+        if callable(value)
+        and str(getattr(value, "__annotations__", {}).get("return", "")).startswith("Operation[")
+    }
+    assert {"mint", "renew", "set_account_state"} <= builders
+    assert _bound_operations(ControlClient) == _bound_operations(AsyncControlClient) == builders

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from leasegate.audit import ACCOUNT_STATE, TENANT_BUDGET, AuditRecord
-from leasegate.audit.chain import canonical
+from leasegate.audit import ACCOUNT_STATE, TENANT_BUDGET, AuditRecord, BudgetFields, Entry, link
+from leasegate.audit.chain import Mutation, canonical
 from leasegate.client import Evidence as ClientEvidence
 from leasegate.client import parse
 from leasegate.control_plane.views import evidence_view, record_view
@@ -121,3 +121,24 @@ def test_the_audit_records_on_the_wire_and_in_the_table_carry_every_field() -> N
     assert (budget["tenant"], budget["max_cost"], budget["hash"]) == ("acme", "2.50", "f" * 64)
     state = record_view(_record(ACCOUNT_STATE)).model_dump(mode="json")
     assert (state["account_id"], state["revoked_keys"]) == ("openai-main", 2)
+
+
+def test_a_linked_record_carries_every_value_of_its_entry_and_budget() -> None:
+    # the record is the entry's mutation, its chain position and its budget flattened: a field
+    # added to any of them and not to the record fails here
+    said = {f.name for f in fields(Mutation)}
+    assert {f.name for f in fields(BudgetFields)} == BUDGET_FIELDS
+    chain_fields = {"seq", "revoked_keys", "prev_hash", "hash", "kind"}
+    assert {f.name for f in fields(AuditRecord)} == said | BUDGET_FIELDS | chain_fields
+    budget = BudgetFields("acme", "day", 10, "2.50")
+    entry = Entry(T0, "ops-alice", "admin-token", "dashboard:bob", "", "set", "cap", budget=budget)
+    record = link(replace(entry, kind=TENANT_BUDGET), seq=3, prev_hash="0" * 64, revoked_keys=0)
+    assert {name: getattr(record, name) for name in said} == {
+        name: getattr(entry, name) for name in said
+    }
+    assert {name: getattr(record, name) for name in BUDGET_FIELDS} == {
+        "tenant": "acme",
+        "period": "day",
+        "max_tokens": 10,
+        "max_cost": "2.50",
+    }

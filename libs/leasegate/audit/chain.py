@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
+from typing import Any
 
 GENESIS = "0" * 64
 """The `prev_hash` of record 1."""
@@ -31,8 +32,8 @@ TENANT_BUDGET = "tenant-budget"
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
-    """What one mutation asks to append; linking makes it a record."""
+class Mutation:
+    """What an operator said, as both an entry and the record it becomes carry it."""
 
     at: datetime
     actor: str
@@ -43,7 +44,15 @@ class Entry:
     """A name the caller supplied (e.g. a dashboard's own operator); never authenticated here."""
     account_id: str
     state: str
+    """`enabled`, `disabled` or `draining` (`set` or `cleared` for a tenant budget); anything
+    else folds as `disabled`."""
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Entry(Mutation):
+    """What one mutation asks to append; linking makes it a record."""
+
     kind: str = ACCOUNT_STATE
     budget: BudgetFields | None = None
     """A `tenant-budget` entry's tenant and bounds."""
@@ -62,17 +71,12 @@ class BudgetFields:
 
 
 @dataclass(frozen=True, slots=True)
-class AuditRecord:
+class AuditRecord(Mutation):
+    """A linked entry: the mutation, its place in the chain, and a `tenant-budget` entry's
+    `BudgetFields` flattened (None on an `account-state` record)."""
+
     seq: int
     """1-based; the chain's length after this record is its revision."""
-    at: datetime
-    actor: str
-    authenticated_by: str
-    on_behalf_of: str | None
-    account_id: str
-    state: str
-    """`enabled`, `disabled` or `draining`; anything else folds as `disabled`."""
-    reason: str
     revoked_keys: int
     """How many live keys the mutation ended (disable only)."""
     prev_hash: str
@@ -125,8 +129,13 @@ def canonical(record: AuditRecord) -> bytes:
 
 def _has_budget_fields(record: AuditRecord) -> bool:
     # an account-state record carrying budget fields is encoded as v2, so they stay covered
-    fields = (record.tenant, record.period, record.max_tokens, record.max_cost)
-    return any(value is not None for value in fields)
+    return any(value is not None for value in _values(record, BudgetFields).values())
+
+
+def _values(instance: object, shape: type[object]) -> dict[str, Any]:
+    """The values `instance` holds under the field names of the dataclass `shape` (which it
+    is, or carries flattened): what an entry hands its record, named in one place."""
+    return {f.name: getattr(instance, f.name) for f in fields(shape)}  # type: ignore[arg-type]
 
 
 def record_hash(record: AuditRecord) -> str:
@@ -135,24 +144,16 @@ def record_hash(record: AuditRecord) -> str:
 
 def link(entry: Entry, *, seq: int, prev_hash: str, revoked_keys: int) -> AuditRecord:
     """The record `entry` becomes when appended after a chain of `seq - 1` records."""
-    budget = entry.budget
+    said = _values(entry, Mutation)
+    budget = _values(entry.budget, BudgetFields) if entry.budget is not None else {}
     unhashed = AuditRecord(
+        **said,
+        **budget,
         seq=seq,
-        at=entry.at,
-        actor=entry.actor,
-        authenticated_by=entry.authenticated_by,
-        on_behalf_of=entry.on_behalf_of,
-        account_id=entry.account_id,
-        state=entry.state,
-        reason=entry.reason,
         revoked_keys=revoked_keys,
         prev_hash=prev_hash,
         hash="",
         kind=entry.kind,
-        tenant=budget.tenant if budget else None,
-        period=budget.period if budget else None,
-        max_tokens=budget.max_tokens if budget else None,
-        max_cost=budget.max_cost if budget else None,
     )
     return rehashed(unhashed)
 

@@ -13,11 +13,11 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Update, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from leasegate.core.records import KeyRecord
+from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.db import keys_pg
-from leasegate.db.convert import key_record
+from leasegate.db.convert import decision_record, key_record
 from leasegate.db.engine import Database
-from leasegate.db.models import KeyRow
+from leasegate.db.models import KeyRow, MintDecisionRow
 
 
 def is_live(now: datetime) -> ColumnElement[bool]:
@@ -34,6 +34,18 @@ class KeyRepository:
         async with self._db.session() as session:
             row = await session.get(KeyRow, key_id)
             return key_record(row) if row is not None else None
+
+    async def get_key_and_decision(
+        self, key_id: str
+    ) -> tuple[KeyRecord, MintDecision | None] | None:
+        if self._db.dialect == "postgresql":
+            return await keys_pg.get_key_and_decision(self._db.pg, key_id)
+        async with self._db.session() as session:
+            row = await session.get(KeyRow, key_id)
+            if row is None:
+                return None
+            decision = await session.get(MintDecisionRow, row.mint_decision_id)
+            return key_record(row), decision_record(decision) if decision is not None else None
 
     async def revoke_key(
         self, key_id: str, reason: str, now: datetime

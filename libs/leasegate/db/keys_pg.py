@@ -11,11 +11,22 @@ from datetime import datetime
 
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.db.pg_pool import PgPool
-from leasegate.db.pg_rows import DECISION_COLUMNS, KEY_COLUMNS, decision_of_row, key_of_row
+from leasegate.db.pg_rows import (
+    DECISION_COLUMNS,
+    KEY_COLUMNS,
+    decision_of_row,
+    key_of_row,
+    prefixed,
+    prefixed_columns,
+)
 
 # every name below is the schema's own: nothing here comes from input
 _GET_KEY = f"SELECT {KEY_COLUMNS} FROM keys WHERE key_id = $1"  # noqa: S608
 _GET_DECISION = f"SELECT {DECISION_COLUMNS} FROM mint_decisions WHERE id = $1"  # noqa: S608
+_GET_KEY_AND_DECISION = (
+    f"SELECT {prefixed_columns('k', KEY_COLUMNS)}, {prefixed_columns('d', DECISION_COLUMNS)} "  # noqa: S608
+    "FROM keys k LEFT JOIN mint_decisions d ON d.id = k.mint_decision_id WHERE k.key_id = $1"
+)
 _END_KEY = (
     "UPDATE keys SET revoked_at = $3, revoke_reason = $2, live_dispatch = NULL "  # noqa: S608
     f"WHERE key_id = $1 AND revoked_at IS NULL AND expires_at > $3 RETURNING {KEY_COLUMNS}"
@@ -36,6 +47,18 @@ async def get_decision(pool: PgPool, decision_id: str) -> MintDecision | None:
     async with pool.connection() as connection:
         row = await connection.fetchrow(_GET_DECISION, decision_id)
     return decision_of_row(row) if row is not None else None
+
+
+async def get_key_and_decision(
+    pool: PgPool, key_id: str
+) -> tuple[KeyRecord, MintDecision | None] | None:
+    async with pool.connection() as connection:
+        row = await connection.fetchrow(_GET_KEY_AND_DECISION, key_id)
+    if row is None:
+        return None
+    decision = prefixed(row, "d")
+    found = decision_of_row(decision) if decision["id"] is not None else None
+    return key_of_row(prefixed(row, "k")), found
 
 
 async def revoke_key(

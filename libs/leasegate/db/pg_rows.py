@@ -22,6 +22,18 @@ DECISION_COLUMNS = ", ".join(_DECISION_FIELDS)
 """The `mint_decisions` table's columns, as `MintDecision` names them."""
 
 
+def prefixed_columns(table: str, columns: str) -> str:
+    """`columns` of the table aliased `table`, each selected as `<table>_<column>` (two tables'
+    columns in one row without a clash)."""
+    return ", ".join(f"{table}.{c} AS {table}_{c}" for c in columns.split(", "))
+
+
+def prefixed(row: Mapping[str, Any], table: str) -> Mapping[str, Any]:
+    """The part of a row selected by `prefixed_columns(table, ...)`, under the plain names."""
+    start = f"{table}_"
+    return {name[len(start) :]: value for name, value in row.items() if name.startswith(start)}
+
+
 def key_of_row(row: Mapping[str, Any]) -> KeyRecord:
     """A key from a row that has `KEY_COLUMNS` (timestamps come back in UTC from asyncpg)."""
     return KeyRecord(*(row[name] for name in _KEY_FIELDS))

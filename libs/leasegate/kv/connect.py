@@ -19,6 +19,7 @@ sending, before Redis sees anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -39,6 +40,16 @@ class Deadlines:
     connect_s: float = 2.0
     command_s: float = 2.0
 
+    def socket_options(self) -> dict[str, Any]:
+        """The connection settings a single Redis's pool and a cluster's nodes both take:
+        these deadlines, keepalive, and the idle connection's ping."""
+        return {
+            "socket_connect_timeout": self.connect_s,
+            "socket_timeout": self.command_s,
+            "socket_keepalive": True,
+            "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+        }
+
 
 def redis_client(url: str, deadlines: Deadlines | None = None) -> TimedRedis:
     """A client on a blocking pool: a burst of admissions waits briefly for a connection
@@ -48,10 +59,7 @@ def redis_client(url: str, deadlines: Deadlines | None = None) -> TimedRedis:
         url,
         max_connections=MAX_CONNECTIONS,
         timeout=POOL_WAIT_S,
-        socket_connect_timeout=limits.connect_s,
-        socket_timeout=limits.command_s,
-        socket_keepalive=True,
-        health_check_interval=HEALTH_CHECK_INTERVAL_S,
+        **limits.socket_options(),
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     )
     return TimedRedis(connection_pool=pool)

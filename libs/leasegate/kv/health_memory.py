@@ -26,7 +26,7 @@ from leasegate.routing.health import (
     active_cooldown,
     admit,
     blocking,
-    cooldown_s,
+    drawn_cooldown_s,
     on_failure,
     on_success,
     transition,
@@ -156,9 +156,7 @@ class InProcessHealthStore:
         return transitions
 
     def _window(self, retry_after_s: float | None) -> float:
-        policy = self._policy
-        jitter = policy.jitter * self._rng() if policy.jitter else 0.0
-        return cooldown_s(policy.base_cooldown_s, policy.max_cooldown_s, retry_after_s, jitter)
+        return drawn_cooldown_s(self._policy, retry_after_s, self._rng)
 
     def _cooldown(self, account_id: str, model: str | None, now: float) -> Cooldown | None:
         return active_cooldown(account_id, model, self.state_of(account_id, model, now), now)

@@ -39,7 +39,7 @@ from leasegate.routing.health import (
     Change,
     HealthState,
     active_cooldown,
-    cooldown_s,
+    drawn_cooldown_s,
     transition,
 )
 
@@ -266,9 +266,7 @@ class RedisHealthStore:
         return _parse_state(rows[0], now)
 
     def _window(self, retry_after_s: float | None) -> float:
-        policy = self._policy
-        jitter = policy.jitter * self._rng() if policy.jitter else 0.0
-        return cooldown_s(policy.base_cooldown_s, policy.max_cooldown_s, retry_after_s, jitter)
+        return drawn_cooldown_s(self._policy, retry_after_s, self._rng)
 
     async def aclose(self) -> None:
         if self._owns_client:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
 
-from leasegate.kv.connect import HEALTH_CHECK_INTERVAL_S, Deadlines
+from leasegate.kv.connect import Deadlines
 from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_timed import TimedRedisCluster
 
@@ -38,10 +38,7 @@ def cluster_client(
         password=password,
         ssl=tls,
         max_connections=max_connections,
-        socket_connect_timeout=limits.connect_s,
-        socket_timeout=limits.command_s,
-        socket_keepalive=True,
-        health_check_interval=HEALTH_CHECK_INTERVAL_S,
+        **limits.socket_options(),
     )
 
 

@@ -19,17 +19,16 @@ from leasegate.providers.base import (
     Example,
     ProviderKind,
     StreamFacts,
-    UpstreamRoute,
     Usage,
     Wire,
     count,
-    exact_route,
 )
 from leasegate.providers.common import (
     CACHED_TOKENS,
     COMMON_ERRORS,
     INPUT_TOKENS,
     FamilyErrors,
+    ModelInBody,
     dump,
     error_fields_of,
     event,
@@ -117,7 +116,7 @@ MESSAGES = Endpoint("/v1/messages", WIRE)
 COUNT_TOKENS = Endpoint("/v1/messages/count_tokens", WIRE, streams=False, completion=False)
 
 
-class Anthropic(ProviderKind):
+class Anthropic(ModelInBody, ProviderKind):
     name = "anthropic"
     endpoints = (MESSAGES, COUNT_TOKENS)
     errors = COMMON_ERRORS
@@ -128,20 +127,6 @@ class Anthropic(ProviderKind):
 
     def default_headers(self) -> tuple[tuple[str, str], ...]:
         return (("anthropic-version", ANTHROPIC_VERSION),)
-
-    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
-        return {}
-
-    def served_problem(self, served_model: str) -> str | None:
-        return None  # the served name travels in the body
-
-    def upstream_path(
-        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
-    ) -> str:
-        return endpoint.path
-
-    def upstream_route(self, path: str) -> UpstreamRoute | None:
-        return exact_route(self.endpoints, path)
 
 
 def _message(n: int, streaming: bool) -> dict[str, object]:

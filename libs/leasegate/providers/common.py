@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import ClassVar
 
-from leasegate.providers.base import ErrorVocabulary, identifier
+from leasegate.providers.base import (
+    Endpoint,
+    ErrorVocabulary,
+    UpstreamRoute,
+    Usage,
+    count,
+    exact_route,
+    identifier,
+)
 
 COMMON_ERRORS = ErrorVocabulary(
     account=frozenset(
@@ -114,6 +123,21 @@ def context_length_exceeded(obj: Mapping[str, object]) -> bool:
     )
 
 
+def openai_family_usage(
+    usage: Mapping[str, object], *, input_key: str, output_key: str, details_key: str
+) -> Usage:
+    """A usage object of OpenAI's APIs: the chat and the responses API count the same three
+    things under their own names, the cached part of the input inside a details object."""
+    details = usage.get(details_key)
+    return Usage(
+        input_tokens=count(usage.get(input_key)),
+        output_tokens=count(usage.get(output_key)),
+        cache_read_input_tokens=(
+            count(details.get("cached_tokens")) if isinstance(details, dict) else None
+        ),
+    )
+
+
 class FamilyErrors:
     """The error reading of every wire of the OpenAI/Anthropic family (a `Wire` mixin, listed
     before `Wire`): an account's kind does not fix the shape an upstream answers in."""
@@ -123,6 +147,28 @@ class FamilyErrors:
 
     def context_length(self, obj: Mapping[str, object]) -> bool:
         return context_length_exceeded(obj)
+
+
+class ModelInBody:
+    """The routing of a kind whose requests name the served model in the body (OpenAI and its
+    compatibles, Anthropic): a `ProviderKind` mixin, listed before `ProviderKind`. No options
+    of its own, any served name, and the caller's path sent unchanged."""
+
+    endpoints: ClassVar[tuple[Endpoint, ...]]
+
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        return {}
+
+    def served_problem(self, served_model: str) -> str | None:
+        return None  # the served name travels in the body
+
+    def upstream_path(
+        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
+    ) -> str:
+        return endpoint.path
+
+    def upstream_route(self, path: str) -> UpstreamRoute | None:
+        return exact_route(self.endpoints, path)
 
 
 # The examples' building blocks.

@@ -24,11 +24,8 @@ from leasegate.providers.base import (
     Example,
     ProviderKind,
     StreamFacts,
-    UpstreamRoute,
     Usage,
     Wire,
-    count,
-    exact_route,
 )
 from leasegate.providers.common import (
     CACHED_TOKENS,
@@ -36,23 +33,23 @@ from leasegate.providers.common import (
     CREATED,
     INPUT_TOKENS,
     FamilyErrors,
+    ModelInBody,
     data,
     dump,
     error_fields_of,
     family_error_body,
+    openai_family_usage,
     text,
     word,
 )
 
 
 def openai_usage(usage: Mapping[str, object]) -> Usage:
-    details = usage.get("prompt_tokens_details")
-    return Usage(
-        input_tokens=count(usage.get("prompt_tokens")),
-        output_tokens=count(usage.get("completion_tokens")),
-        cache_read_input_tokens=(
-            count(details.get("cached_tokens")) if isinstance(details, dict) else None
-        ),
+    return openai_family_usage(
+        usage,
+        input_key="prompt_tokens",
+        output_key="completion_tokens",
+        details_key="prompt_tokens_details",
     )
 
 
@@ -116,7 +113,7 @@ COMPLETIONS = Endpoint("/v1/completions", WIRE)
 EMBEDDINGS = Endpoint("/v1/embeddings", WIRE, streams=False)
 
 
-class OpenAI(ProviderKind):
+class OpenAI(ModelInBody, ProviderKind):
     name = "openai"
     endpoints = (CHAT, COMPLETIONS, EMBEDDINGS, responses.RESPONSES)
     errors = COMMON_ERRORS
@@ -127,20 +124,6 @@ class OpenAI(ProviderKind):
 
     def default_headers(self) -> tuple[tuple[str, str], ...]:
         return ()
-
-    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
-        return {}
-
-    def served_problem(self, served_model: str) -> str | None:
-        return None  # the served name travels in the body
-
-    def upstream_path(
-        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str]
-    ) -> str:
-        return endpoint.path
-
-    def upstream_route(self, path: str) -> UpstreamRoute | None:
-        return exact_route(self.endpoints, path)
 
 
 class OpenRouter(OpenAI):

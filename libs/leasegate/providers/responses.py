@@ -19,7 +19,6 @@ from leasegate.providers.base import (
     StreamFacts,
     Usage,
     Wire,
-    count,
 )
 from leasegate.providers.common import (
     CACHED_TOKENS,
@@ -30,19 +29,18 @@ from leasegate.providers.common import (
     error_fields_of,
     event,
     family_error_body,
+    openai_family_usage,
     text,
     word,
 )
 
 
 def responses_usage(usage: Mapping[str, object]) -> Usage:
-    details = usage.get("input_tokens_details")
-    return Usage(
-        input_tokens=count(usage.get("input_tokens")),
-        output_tokens=count(usage.get("output_tokens")),
-        cache_read_input_tokens=(
-            count(details.get("cached_tokens")) if isinstance(details, dict) else None
-        ),
+    return openai_family_usage(
+        usage,
+        input_key="input_tokens",
+        output_key="output_tokens",
+        details_key="input_tokens_details",
     )
 
 

@@ -36,11 +36,13 @@ suite in tests/contract proves the two agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from leasegate.core.ports.health import (
     Cooldown,
+    HealthPolicy,
     HealthSnapshot,
     HealthTransition,
     TransitionKind,
@@ -77,6 +79,15 @@ def cooldown_s(base_s: float, max_s: float, retry_after_s: float | None, jitter:
     jitter fraction (0 <= jitter < 1), the upstream's hint honoured but never beyond the cap."""
     window = base_s * (1.0 - jitter)
     return min(max_s, max(window, retry_after_s or 0.0))
+
+
+def drawn_cooldown_s(
+    policy: HealthPolicy, retry_after_s: float | None, rng: Callable[[], float]
+) -> float:
+    """The window a store opens now: `cooldown_s` with the policy's bounds and a jitter
+    fraction drawn from `rng` (uniform in [0, 1)), none drawn when the policy has no jitter."""
+    jitter = policy.jitter * rng() if policy.jitter else 0.0
+    return cooldown_s(policy.base_cooldown_s, policy.max_cooldown_s, retry_after_s, jitter)
 
 
 def admit(state: HealthState, now: float, window_s: float) -> tuple[HealthState, Admission]:

@@ -1,4 +1,8 @@
-"""`/healthz`, `/readyz` and `/metrics`, the same on both services."""
+"""`/healthz`, `/readyz` and `/metrics`, the same on both services.
+
+Plain Starlette routes, so the proxy serves them without FastAPI; the control plane adds
+them to its FastAPI app as they are, and FastAPI's OpenAPI document lists only its own
+(`APIRoute`) routes, so these stay out of it (`include_in_schema=False` says so twice)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from leasegate.accounts import Registry
 from leasegate.core.ports.errors import StoreError
@@ -27,22 +32,20 @@ PROBE_DEADLINE_S = 3.0
 it (well under 5 s) whatever the stores do; a probe past it reads `unreachable`."""
 
 
-def ops_router(
+def ops_routes(
     probes: Mapping[str, Probe],
     registry: CollectorRegistry,
     *,
     report: Report | None = None,
     refresh: Sequence[Refresh] = (),
     accounts: Registry | None = None,
-) -> APIRouter:
+) -> list[Route]:
     """`accounts`: when given, /readyz lists the accounts whose credential variable is unset
     (ready all the same: the others serve; those are never selected)."""
     unconfigured = unconfigured_accounts(accounts) if accounts is not None else None
-    router = APIRouter()
 
-    @router.get("/healthz", include_in_schema=False)
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def healthz(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
 
     async def check(probe: Probe) -> str:
         try:
@@ -63,8 +66,7 @@ def ops_router(
         except TimeoutError:
             return {}
 
-    @router.get("/readyz", include_in_schema=False)
-    async def readyz() -> JSONResponse:
+    async def readyz(_: Request) -> JSONResponse:
         names = list(probes)
         extra_task = asyncio.ensure_future(facts())
         results = await asyncio.gather(*(check(probes[n]) for n in names))
@@ -77,13 +79,15 @@ def ops_router(
         body.update(extra)
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    @router.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
+    async def metrics(_: Request) -> Response:
         for bring_up_to_date in refresh:
             await bring_up_to_date()
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    return router
+    return [
+        Route(path, endpoint, methods=["GET"], include_in_schema=False)
+        for path, endpoint in (("/healthz", healthz), ("/readyz", readyz), ("/metrics", metrics))
+    ]
 
 
 def unconfigured_accounts(accounts: Registry) -> list[dict[str, str]]:

@@ -30,14 +30,13 @@ from leasegate.db.pg_url import is_postgres
 from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.kv.connect import Deadlines as RedisDeadlines
 from leasegate.kv.connect import redis_client
-from leasegate.kv.health_fanout_memory import InProcessHealthFanout
+from leasegate.kv.fanout_memory import InProcessHealthFanout, InProcessRevocationBus
 from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
 from leasegate.kv.redis_client import RedisClient, cluster_client
 from leasegate.kv.redis_client import close as close_redis
 from leasegate.kv.redis_client import ping as ping_redis
-from leasegate.kv.revocations_memory import InProcessRevocationBus
 from leasegate.kv.revocations_redis import RedisRevocationBus
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots

@@ -10,12 +10,11 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
-from leasegate.control_plane.app import build_control_runtime, evidence_upkeep
-from leasegate.control_plane.console.routes import install_console
-from leasegate.control_plane.metrics import CapacityGauges
-from leasegate.control_plane.openapi import install_openapi
-from leasegate.control_plane.routes import control_router
-from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
+from leasegate.control_plane.app import (
+    build_control_runtime,
+    evidence_upkeep,
+    install_control_plane,
+)
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.migrate import upgrade
 from leasegate.proxy.app import (
@@ -26,9 +25,7 @@ from leasegate.proxy.app import (
     with_data_plane,
 )
 from leasegate.proxy.asgi import DataPlane
-from leasegate.web.app_base import base_app
-from leasegate.web.health_metrics import HealthGauges
-from leasegate.web.ops import ops_router
+from leasegate.web.api_app import base_app
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import open_stores
 
@@ -58,22 +55,8 @@ def create_dev_app(
             await stores.aclose()
 
     app = base_app(config, title="Leasegate (embedded)", service="leasegate", lifespan=lifespan)
-    app.include_router(control_router(control))
+    install_control_plane(app, control, config, metrics_registry)
     app.router.routes.extend(proxy_routes(proxy))
-    health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
-    capacity_gauges = CapacityGauges(control, metrics_registry)
-    tenant_gauges = TenantBudgetGauges(control, metrics_registry)
-    app.include_router(
-        ops_router(
-            {"database": stores.ping_database, "redis": stores.ping_redis},
-            metrics_registry,
-            refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
-            report=control.overlay.report,
-            accounts=config.registry,
-        )
-    )
-    install_console(app, control)
-    install_openapi(app)
     app.state.control = control
     app.state.proxy = proxy
     app.state.stores = stores

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Header
 
 from leasegate.audit import AuditRecord
 from leasegate.control_plane.accounts import account_read, accounts_view
+from leasegate.control_plane.callers import admin_caller
 from leasegate.control_plane.overlay import StateChange
 from leasegate.control_plane.paths import known_id
 from leasegate.control_plane.runtime import ControlRuntime
@@ -15,14 +16,11 @@ from leasegate.control_plane.schemas import StateBody
 from leasegate.control_plane.views import record_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import KeyRecord
-from leasegate.web.auth import Caller, require_admin
 from leasegate.wire import AccountStateChanged, AuditReport
 
 
 def admin_router(runtime: ControlRuntime) -> APIRouter:
-    async def admin(authorization: Annotated[str | None, Header()] = None) -> Caller:
-        return require_admin(runtime.auth.authenticate(authorization))
-
+    admin = admin_caller(runtime)
     router = APIRouter()
 
     # As a route dependency it runs before the body is validated: a control token gets 403.

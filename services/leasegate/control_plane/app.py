@@ -19,10 +19,10 @@ from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.evidence_upkeep import EvidenceUpkeep
 from leasegate.db.partitions import EvidencePartitions
-from leasegate.web.app_base import base_app
+from leasegate.web.api_app import base_app
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.health_metrics import HealthGauges
-from leasegate.web.ops import ops_router
+from leasegate.web.ops import ops_routes
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import Stores, open_stores
 
@@ -47,6 +47,30 @@ def evidence_upkeep(config: Config, stores: Stores, clock: Clock) -> EvidenceUpk
     return EvidenceUpkeep(partitions, clock, config.settings.evidence_retention_days)
 
 
+def install_control_plane(
+    app: FastAPI, runtime: ControlRuntime, config: Config, metrics_registry: CollectorRegistry
+) -> None:
+    """The control plane's surface on `app`: its API, the gauges /metrics refreshes, /healthz,
+    /readyz, the console and the OpenAPI document. Its own process and `leasegate dev` both
+    mount it here, so the two cannot drift apart."""
+    stores = runtime.stores
+    health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, runtime.clock)
+    capacity_gauges = CapacityGauges(runtime, metrics_registry)
+    tenant_gauges = TenantBudgetGauges(runtime, metrics_registry)
+    app.include_router(control_router(runtime))
+    app.router.routes.extend(
+        ops_routes(
+            {"database": stores.ping_database, "redis": stores.ping_redis},
+            metrics_registry,
+            refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
+            report=runtime.overlay.report,
+            accounts=config.registry,
+        )
+    )
+    install_console(app, runtime)
+    install_openapi(app)
+
+
 def create_control_plane_app(config: Config, clock: Clock | None = None) -> FastAPI:
     """The control plane as its own process (production mode)."""
     the_clock = clock or SystemClock()
@@ -54,10 +78,7 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     metrics_registry = CollectorRegistry()
     StoreMetrics(metrics_registry).watch(stores)
     runtime = build_control_runtime(config, stores, the_clock, metrics_registry)
-    health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
-    capacity_gauges = CapacityGauges(runtime, metrics_registry)
     upkeep = evidence_upkeep(config, stores, the_clock)
-    tenant_gauges = TenantBudgetGauges(runtime, metrics_registry)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -74,17 +95,6 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
         service="leasegate-control-plane",
         lifespan=lifespan,
     )
-    app.include_router(control_router(runtime))
-    app.include_router(
-        ops_router(
-            {"database": stores.ping_database, "redis": stores.ping_redis},
-            metrics_registry,
-            refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
-            report=runtime.overlay.report,
-            accounts=config.registry,
-        )
-    )
-    install_console(app, runtime)
-    install_openapi(app)
+    install_control_plane(app, runtime, config, metrics_registry)
     app.state.runtime = runtime
     return app

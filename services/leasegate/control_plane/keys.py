@@ -52,13 +52,13 @@ async def renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> MintAnswer:
 
 async def _renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> MintAnswer:
     store = deps.store
-    old = await store.get_key(key_id)
-    if old is None:
+    found = await store.get_key_and_decision(key_id)
+    if found is None:
         raise GatewayError("key-not-found", "no such key")
+    old, previous = found
     now = deps.clock.now()
     if old.state(now) != "live":
         raise GatewayError("key-not-live", "the key is revoked or expired: mint again instead")
-    previous = await store.get_decision(old.mint_decision_id)
     candidate = next(
         (c for c in deps.registry.candidates(old.model) if c.account.id == old.account_id),
         None,

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from leasegate.control_plane import keys
 from leasegate.control_plane.accounts import account_read, accounts_view
 from leasegate.control_plane.admin import admin_router
+from leasegate.control_plane.callers import any_caller
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.mint import mint
 from leasegate.control_plane.paths import known_id, parse_since
@@ -21,7 +22,6 @@ from leasegate.control_plane.usage import usage_router
 from leasegate.control_plane.views import decision_view, evidence_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import MintKind
-from leasegate.web.auth import Caller
 from leasegate.wire import AccountRead as AccountReadView
 from leasegate.wire import Accounts, Decision, DecisionList, EvidenceList, KeyInfo, MintAnswer
 
@@ -30,10 +30,7 @@ _IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
 
 
 def control_router(runtime: ControlRuntime) -> APIRouter:
-    async def caller(authorization: Annotated[str | None, Header()] = None) -> Caller:
-        return runtime.auth.authenticate(authorization)
-
-    router = APIRouter(prefix="/control/v2", dependencies=[Depends(caller)])
+    router = APIRouter(prefix="/control/v2", dependencies=[Depends(any_caller(runtime))])
 
     @router.post(
         "/keys",

@@ -44,12 +44,16 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+MaxTokens = Annotated[int, Field(gt=0, le=2**62)]
+MaxCost = Annotated[str, Field(pattern=r"^[0-9]{1,11}(\.[0-9]{1,9})?$")]
+"""A decimal string in the accounts file's currency, e.g. "1.50" (never a JSON number)."""
+
+
 class BudgetBody(Strict):
     """A dispatch's spend ceiling, shared by its whole chain; at least one bound."""
 
-    max_tokens: int | None = Field(default=None, gt=0, le=2**62)
-    max_cost: str | None = Field(default=None, pattern=r"^[0-9]{1,11}(\.[0-9]{1,9})?$")
-    """A decimal string in the accounts file's currency, e.g. "1.50" (never a JSON number)."""
+    max_tokens: MaxTokens | None = None
+    max_cost: MaxCost | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> BudgetBody:
@@ -77,8 +81,14 @@ class RenewBody(Strict):
     ttl_s: int | None = Field(default=None, gt=0)
 
 
-class StateBody(Strict):
-    state: Literal["enabled", "disabled", "draining"]
+class AuditedBody(Strict):
+    """What every audited change says besides the change itself (an account's state, a
+    tenant's budget): the chain revision it was decided on, why, and for whom."""
+
     expected_revision: int = Field(ge=0)
     reason: Reason
     on_behalf_of: OnBehalfOf | None = None
+
+
+class StateBody(AuditedBody):
+    state: Literal["enabled", "disabled", "draining"]

@@ -17,12 +17,13 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
 from leasegate.audit import BudgetFields
+from leasegate.control_plane.callers import admin_caller
 from leasegate.control_plane.deps import OverlayVerdict
 from leasegate.control_plane.overlay import BudgetChange
-from leasegate.control_plane.schemas import ID_PATTERN, Strict
+from leasegate.control_plane.schemas import ID_PATTERN, AuditedBody, MaxCost, MaxTokens
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.spend import ChainSpend
@@ -39,7 +40,6 @@ from leasegate.spend import (
     spent_of,
     tenant_total_id,
 )
-from leasegate.web.auth import Caller, require_admin
 from leasegate.wire import (
     Tenant,
     TenantBudgetChanged,
@@ -53,20 +53,15 @@ from leasegate.wire import TenantBudget as TenantBudgetView
 if TYPE_CHECKING:  # the runtime module imports the overlay, which this module also uses
     from leasegate.control_plane.runtime import ControlRuntime
 
-_COST = r"^[0-9]{1,11}(\.[0-9]{1,9})?$"
 TenantPath = Annotated[str, Path(pattern=ID_PATTERN)]
 
 
-class TenantBudgetBody(Strict):
+class TenantBudgetBody(AuditedBody):
     """Set a budget (`period` and at least one bound) or clear it (`clear: true` alone)."""
 
-    expected_revision: int = Field(ge=0)
-    reason: str = Field(min_length=1, max_length=500)
-    on_behalf_of: str | None = Field(default=None, max_length=200)
     period: Literal["day", "month"] | None = None
-    max_tokens: int | None = Field(default=None, gt=0, le=2**62)
-    max_cost: str | None = Field(default=None, pattern=_COST)
-    """A decimal string in the accounts file's currency, e.g. "25.00"."""
+    max_tokens: MaxTokens | None = None
+    max_cost: MaxCost | None = None
     clear: bool = False
 
     @model_validator(mode="after")
@@ -85,9 +80,7 @@ class TenantBudgetBody(Strict):
 
 
 def tenants_router(runtime: ControlRuntime) -> APIRouter:
-    async def admin(authorization: Annotated[str | None, Header()] = None) -> Caller:
-        return require_admin(runtime.auth.authenticate(authorization))
-
+    admin = admin_caller(runtime)
     router = APIRouter()
 
     @router.post("/tenants/{tenant:path}/budget", dependencies=[Depends(admin)])

@@ -1,12 +1,16 @@
-"""The data-plane proxy: routes, and the process-level start and stop of its parts."""
+"""The data-plane proxy: routes, and the process-level start and stop of its parts.
+
+Its app is Starlette alone (`leasegate.web.app_base.plain_app`): a proxy process never
+imports FastAPI. The embedded gateway (`leasegate.cli.dev`) puts the same routes and data
+plane on its FastAPI app."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -27,9 +31,9 @@ from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.proxy.tracing import RequestTracer
 from leasegate.upstream.clients import UpstreamClients
-from leasegate.web.app_base import base_app
+from leasegate.web.app_base import plain_app
 from leasegate.web.health_metrics import HealthGauges
-from leasegate.web.ops import ops_router
+from leasegate.web.ops import ops_routes
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import ProxyStores, open_proxy_stores
 
@@ -103,9 +107,10 @@ def proxy_routes(runtime: ProxyRuntime) -> list[Route]:
     ]
 
 
-def with_data_plane(runtime: ProxyRuntime, app: FastAPI, *, traced: bool) -> DataPlane:
-    """`app` behind the data plane: proxied `POST`s skip the framework, unless requests are
-    traced (the framework makes the server spans)."""
+def with_data_plane(runtime: ProxyRuntime, app: Starlette, *, traced: bool) -> DataPlane:
+    """`app` (the proxy's Starlette app, or the embedded gateway's FastAPI one) behind the
+    data plane: proxied `POST`s skip the framework, unless requests are traced (the app
+    makes the server spans: `ServerSpans` on the proxy, FastAPI's telemetry embedded)."""
     plane = DataPlane(runtime, app, bypass=not traced)
     app.router.routes.extend(plane.routes())
     return plane
@@ -120,7 +125,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await start_proxy(runtime, stores)
         try:
             yield
@@ -128,22 +133,15 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
             await stop_proxy(runtime)
             await stores.aclose()
 
-    app = base_app(
-        config,
-        title="Leasegate proxy",
-        service="leasegate-proxy",
-        lifespan=lifespan,
-        openapi_url=None,
-    )
-    app.router.routes.extend(proxy_routes(runtime))
     gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
-    app.include_router(
-        ops_router(
-            {"database": stores.ping_database, "redis": stores.ping_redis},
-            metrics_registry,
-            refresh=(gauges.refresh,),
-            accounts=config.registry,
-        )
+    ops = ops_routes(
+        {"database": stores.ping_database, "redis": stores.ping_redis},
+        metrics_registry,
+        refresh=(gauges.refresh,),
+        accounts=config.registry,
+    )
+    app = plain_app(
+        config, service="leasegate-proxy", lifespan=lifespan, routes=[*proxy_routes(runtime), *ops]
     )
     app.state.runtime = runtime
     app.state.stores = stores

@@ -3,9 +3,10 @@
 `DataPlane` answers `POST` on the proxied endpoints itself (a dict lookup on the path; a
 path with the model in it is matched against the few templates after that) and
 hands everything else — `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, unknown paths,
-wrong methods, the lifespan — to the FastAPI app behind it, which keeps its validation, error
-envelopes and OpenAPI where they pay. The request body is read here once, behind the same
-`BodyLimitMiddleware` (size cap, idle deadline) the FastAPI side uses.
+wrong methods, the lifespan — to the app behind it (the proxy's Starlette app; the embedded
+gateway's FastAPI one), which keeps the error envelopes (and, embedded, the control plane's
+validation and OpenAPI). The request body is read here once, behind the same
+`BodyLimitMiddleware` (size cap, idle deadline) the app behind uses.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ async def _read_body(receive: Receive) -> bytes:
 class DataPlane:
     """ASGI: proxied `POST`s go straight to their endpoint's app; the rest to `rest`.
 
-    With `bypass=False` (tracing on) everything goes through `rest`, whose framework makes
-    each request's server span: the same endpoint apps, reached through its router."""
+    With `bypass=False` (tracing on) everything goes through `rest`, which makes each
+    request's server span: the same endpoint apps, reached through its router."""
 
     def __init__(self, runtime: ProxyRuntime, rest: ASGIApp, *, bypass: bool = True) -> None:
         self.runtime = runtime
@@ -83,7 +84,7 @@ class DataPlane:
 
     @property
     def state(self) -> Any:
-        """The FastAPI app's `state` (tests and embedding code reach the runtimes there)."""
+        """The app's `state` (tests and embedding code reach the runtimes there)."""
         return getattr(self.rest, "state", None)
 
     def routes(self) -> list[Route]:

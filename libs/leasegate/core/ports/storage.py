@@ -132,6 +132,12 @@ class LeaseStore(KeyReader, Protocol):
     reports whether *it* ended it, and exactly one path ever does.
     """
 
+    async def get_key_and_decision(
+        self, key_id: str
+    ) -> tuple[KeyRecord, MintDecision | None] | None:
+        """A key and the decision that minted it, read together (a renewal starts from both);
+        None when there is no such key."""
+
     async def record_decision(self, decision: MintDecision) -> None:
         """Record a refused mint (no key). Raises IdempotencyKeyTaken."""
 
