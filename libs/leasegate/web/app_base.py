@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute
 from leasegate.config import Config
 from leasegate.web.body_limit import BodyLimitMiddleware
 from leasegate.web.errors import install_error_handlers
-from leasegate.web.tracing import ServerSpans, configure_tracing
+from leasegate.web.tracing import configure_tracing
 
 PlainLifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
@@ -43,5 +43,7 @@ def plain_app(
     app.router.redirect_slashes = False
     guard(app, config)
     if config.tracing_endpoint is not None:
+        from leasegate.web.server_spans import ServerSpans  # only a traced proxy loads it
+
         app.add_middleware(ServerSpans)  # outermost of ours: its span covers the refusals
     return app

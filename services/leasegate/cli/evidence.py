@@ -12,11 +12,13 @@ import argparse
 import asyncio
 import sys
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
 from leasegate.config import Config
 from leasegate.core.ports.errors import StoreError
-from leasegate.db.engine import Database
-from leasegate.db.partitions import EvidencePartitions, Pruned
+
+if TYPE_CHECKING:
+    from leasegate.db.partitions import Pruned
 
 EVIDENCE_COMMAND = "evidence"
 
@@ -55,6 +57,11 @@ def run_evidence(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _prune(url: str, before: date) -> Pruned:
+    # imported here: every server process imports this module for its parser, and only this
+    # command needs SQLAlchemy's engine
+    from leasegate.db.engine import Database
+    from leasegate.db.partitions import EvidencePartitions
+
     db = Database.connect(url)
     try:
         return await EvidencePartitions(db).prune(before)

@@ -53,6 +53,8 @@ def _options(config: Config, host: str, port: int) -> dict[str, Any]:
         "access_log": False,  # leasegate.web.access_log writes the access lines
         "timeout_graceful_shutdown": int(config.settings.shutdown_drain_s),
         "lifespan": "on",
+        # no WebSocket route exists: "auto" would load a websockets implementation (~10 MB)
+        "ws": "none",
         # named, not "auto": a missing uvloop fails at start instead of silently costing CPU
         "loop": "uvloop",
         # httptools, with the header read deadline and header size cap

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
@@ -29,13 +30,22 @@ from leasegate.proxy.models import list_models, retrieve_model
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
-from leasegate.proxy.tracing import RequestTracer
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.app_base import plain_app
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_routes
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import ProxyStores, open_proxy_stores
+
+if TYPE_CHECKING:
+    from leasegate.proxy.spans import RequestTracer
+
+
+def _request_tracer() -> RequestTracer:
+    """Only a traced proxy loads OpenTelemetry (proxy/spans.py)."""
+    from leasegate.proxy.spans import RequestTracer
+
+    return RequestTracer()
 
 
 def build_proxy_runtime(
@@ -73,7 +83,7 @@ def build_proxy_runtime(
             tenants=TenantBudgetWatch(stores.durable, settings.audit_key, clock),
             clock=clock,
         ),
-        tracer=RequestTracer() if config.tracing_endpoint is not None else None,
+        tracer=_request_tracer() if config.tracing_endpoint is not None else None,
     )
 
 

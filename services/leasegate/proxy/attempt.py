@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from leasegate.core.observation import Classification, Observation
 from leasegate.core.ports.health import Admitted
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.core.text import MODEL_NAME_MAX, safe_optional
 from leasegate.providers import COMMON_ERRORS, ErrorVocabulary, Usage
-from leasegate.proxy.tracing import RequestTrace
+
+if TYPE_CHECKING:
+    from leasegate.proxy.spans import RequestTrace
 
 
 @dataclass(slots=True)

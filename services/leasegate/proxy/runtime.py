@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from leasegate.accounts import Registry
 from leasegate.config import Settings
@@ -20,10 +21,12 @@ from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.spend import SpendGate
-from leasegate.proxy.tracing import RequestTrace, RequestTracer
 from leasegate.routing.classify import classify
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.health_events import log_transitions
+
+if TYPE_CHECKING:
+    from leasegate.proxy.spans import RequestTrace, RequestTracer
 
 log = logging.getLogger("leasegate.proxy")
 
