@@ -18,7 +18,7 @@ from leasegate.client import (
     Rejected,
 )
 from leasegate.demo.upstream import Reply
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN
+from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN
 from tests.fixtures.pool import TENANT, Pool, running_pool
 from tests.fixtures.servers import free_port
 from tests.fixtures.services import StoresEnv

@@ -29,7 +29,7 @@ from tests.fixtures.deployments import (
     parse_time,
     shared_stores,
 )
-from tests.fixtures.gateway import account_entry
+from tests.fixtures.gateways import account_entry
 from tests.fixtures.services import require_postgres
 
 # Threshold 1 everywhere: one failure is enough to show which scope it lands in.

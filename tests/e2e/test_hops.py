@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from leasegate.demo.upstream import Reply
-from tests.fixtures.gateway import Gateway
+from tests.fixtures.gateways import Gateway
 from tests.fixtures.pool import Pool, running_pool
 from tests.fixtures.services import StoresEnv
 

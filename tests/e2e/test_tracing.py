@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -47,7 +47,7 @@ async def traced(
         # never reached: the test's provider, set first, is kept (no OTLP exporter is made)
         extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
         env = gateway_env(tmp_path, accounts, extra=extra)
-        async with running_gateway(env, [upstream]) as gw:
+        async with in_process_gateway(env, [upstream]) as gw:
             spans.clear()
             yield gw, spans
 
@@ -216,7 +216,7 @@ async def test_untraced_only_the_allowed_account_gets_the_callers_trace_headers(
     tmp_path: Path, spans: InMemorySpanExporter
 ) -> None:
     async with MockUpstream(chunks=4) as upstream:
-        async with running_gateway(gateway_env(tmp_path, _accounts(upstream)), [upstream]) as gw:
+        async with in_process_gateway(gateway_env(tmp_path, _accounts(upstream)), [upstream]) as gw:
             spans.clear()
             caller = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
             await _call(gw, "gpt-4o", caller)
