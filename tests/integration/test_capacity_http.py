@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from leasegate.kv.keys import slots_key as slots_key_of
-from tests.fixtures.cluster import READY_WITHIN_S, SLOT_LEASE_S, Cluster, running_cluster
+from tests.fixtures.cluster import READY_WITHIN_S, SLOT_LEASE_S, Cluster, process_cluster
 from tests.fixtures.processes import start_processes
 
 pytestmark = [
@@ -31,7 +31,7 @@ Opened = tuple[httpx.Response, AsyncIterator[bytes]]
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
-    async with running_cluster(tmp_path_factory.mktemp("cluster")) as running:
+    async with process_cluster(tmp_path_factory.mktemp("cluster")) as running:
         yield running
 
 
