@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import response_schema_conformance, status_code_conformance
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.deployments import shared_stores
 from tests.fixtures.gateways import ADMIN_TOKEN, account_entry, gateway_env
 from tests.fixtures.processes import leasegate_process
 from tests.fixtures.servers import local_client
+from tests.fixtures.services import production_stores
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -79,7 +79,7 @@ def _code(body: Any) -> str | None:
 
 
 async def test_control_plane_openapi_fuzz(tmp_path: Path) -> None:
-    async with MockUpstream() as upstream, shared_stores() as stores:
+    async with MockUpstream() as upstream, production_stores() as stores:
         env = gateway_env(
             tmp_path,
             [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
