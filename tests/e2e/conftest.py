@@ -6,24 +6,8 @@ from pathlib import Path
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
-from tests.fixtures.services import StoresEnv, production_stores
-
-
-@pytest.fixture(params=["embedded", "production"])
-def mode(request: pytest.FixtureRequest) -> str:
-    value: str = request.param
-    return value
-
-
-@pytest.fixture
-async def stores_env(mode: str) -> AsyncIterator[StoresEnv]:
-    """Database and Redis settings for the mode: SQLite and nothing, or Postgres and Redis."""
-    if mode == "embedded":
-        yield {}
-        return
-    async with production_stores() as stores:
-        yield stores
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
+from tests.fixtures.services import StoresEnv
 
 
 @pytest.fixture
@@ -45,5 +29,5 @@ async def gateway(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gatewa
             accounts,
             **stores_env,
         )
-        async with running_gateway(env, [upstream]) as gw:
+        async with in_process_gateway(env, [upstream]) as gw:
             yield gw

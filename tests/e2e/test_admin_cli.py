@@ -8,7 +8,7 @@ import pytest
 
 from leasegate.cli.main import main
 from tests.e2e.test_admin_overlay import _delete_record
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, Gateway
+from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN, Gateway
 
 
 async def leasegate(*argv: str) -> int:

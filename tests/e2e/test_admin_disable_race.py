@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.e2e.test_admin_overlay import set_state
-from tests.fixtures.gateway import Gateway
+from tests.fixtures.gateways import Gateway
 
 
 async def test_no_key_outlives_a_concurrent_disable(gateway: Gateway) -> None:

@@ -15,7 +15,7 @@ from leasegate.core.clock import SystemClock
 from leasegate.db import Database
 from leasegate.db.audit import AuditRepository
 from leasegate.kv.witness_memory import InProcessAuditWitness
-from tests.fixtures.gateway import ADMIN_TOKEN, Gateway
+from tests.fixtures.gateways import ADMIN_TOKEN, Gateway
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 

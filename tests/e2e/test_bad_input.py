@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fixtures.gateway import ADMIN_TOKEN, Gateway
+from tests.fixtures.gateways import ADMIN_TOKEN, Gateway
 
 CONTROL_ROUTES = [
     ("POST", "/control/v2/keys"),

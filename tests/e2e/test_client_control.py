@@ -18,8 +18,8 @@ from leasegate.client import (
     Rejected,
 )
 from leasegate.demo.upstream import Reply
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN
-from tests.fixtures.pool import TENANT, Pool, running_pool
+from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN
+from tests.fixtures.pool import TENANT, Pool, two_upstream_pool
 from tests.fixtures.servers import free_port
 from tests.fixtures.services import StoresEnv
 
@@ -31,7 +31,7 @@ def mode() -> str:
 
 @pytest.fixture
 async def pool(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Pool]:
-    async with running_pool(tmp_path, stores_env) as running:
+    async with two_upstream_pool(tmp_path, stores_env) as running:
         yield running
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from leasegate.client import Dispatch, DispatchFailed, post_json, stream_events
 from leasegate.demo.upstream import Reply
-from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
+from tests.fixtures.pool import TENANT, Pool, lease_watch, two_upstream_pool
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import StoresEnv
 
@@ -37,7 +37,7 @@ def make_pool(tmp_path: Path, stores_env: StoresEnv) -> PoolFactory:
         extra: Mapping[str, str] | None = None,
         control_transport: httpx.AsyncBaseTransport | None = None,
     ) -> AbstractAsyncContextManager[Pool]:
-        return running_pool(tmp_path, stores_env, extra, control_transport)
+        return two_upstream_pool(tmp_path, stores_env, extra, control_transport)
 
     return pool
 

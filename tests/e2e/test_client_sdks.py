@@ -14,7 +14,7 @@ import pytest
 
 from leasegate.client import Dispatch
 from leasegate.demo.upstream import Reply
-from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
+from tests.fixtures.pool import TENANT, Pool, lease_watch, two_upstream_pool
 from tests.fixtures.services import StoresEnv
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
@@ -28,7 +28,7 @@ def mode() -> str:
 
 @pytest.fixture
 async def pool(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Pool]:
-    async with running_pool(tmp_path, stores_env) as running:
+    async with two_upstream_pool(tmp_path, stores_env) as running:
         yield running
 
 

@@ -17,13 +17,13 @@ import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateway import (
+from tests.fixtures.gateways import (
     ADMIN_TOKEN,
     CONTROL_TOKEN,
     Gateway,
     account_entry,
     gateway_env,
-    running_gateway,
+    in_process_gateway,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
@@ -108,7 +108,7 @@ async def console(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Con
             account_entry("spare", backup, {"spare-model": "spare-model"}),
         ]
         env = gateway_env(tmp_path_factory.mktemp("console"), accounts)
-        async with running_gateway(env, [primary, backup]) as gw, async_playwright() as pw:
+        async with in_process_gateway(env, [primary, backup]) as gw, async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=chromium, args=FLAGS)
             try:
                 yield Console(gw, script, browser)

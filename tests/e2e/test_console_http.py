@@ -3,7 +3,6 @@ accepted, and that bad input is a 4xx page, never a 5xx. (The browser tests driv
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,11 +11,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from leasegate.config import load_config
-from leasegate.control_plane.app import create_control_plane_app
-from leasegate.db.migrate import upgrade
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, Gateway, gateway_env
-from tests.fixtures.servers import local_client, serve
+from tests.fixtures.gateways import (
+    ADMIN_TOKEN,
+    CONTROL_TOKEN,
+    Gateway,
+    gateway_env,
+    in_process_control_plane,
+)
+from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
 PAGES = [
@@ -196,17 +198,9 @@ async def test_bad_input_is_a_4xx_page(
 async def test_the_control_plane_process_app_serves_the_console(tmp_path: Path) -> None:
     """`leasegate control-plane` (production mode, no proxy in the process) has it too."""
     async with production_stores() as stores:
-        env = gateway_env(
-            tmp_path,
-            [],
-            database_url=stores["database_url"],
-            redis_url=stores["redis_url"],
-            redis_prefix=stores["redis_prefix"],
-        )
-        config = load_config(env)
-        await asyncio.to_thread(upgrade, config.settings.database_url)
+        env = gateway_env(tmp_path, [], **stores)
         async with (
-            serve(create_control_plane_app(config)) as url,
+            in_process_control_plane(env) as url,
             local_client(base_url=url) as client,
         ):
             assert (await client.get("/console/audit")).status_code == 303

@@ -25,7 +25,7 @@ import pytest
 
 from leasegate.client import Dispatch, DispatchFailed, Rejected, post_json, stream_events
 from leasegate.demo.upstream import MockRequest, Reply
-from tests.fixtures.pool import TENANT, Pool, lease_watch, running_pool
+from tests.fixtures.pool import TENANT, Pool, lease_watch, two_upstream_pool
 from tests.fixtures.scripted import anthropic_stream, openai_stream
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import StoresEnv
@@ -54,7 +54,7 @@ def mode() -> str:
 
 @pytest.fixture
 async def pool(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Pool]:
-    async with running_pool(tmp_path, stores_env, ENV) as running:
+    async with two_upstream_pool(tmp_path, stores_env, ENV) as running:
         yield running
 
 
@@ -335,7 +335,7 @@ async def test_after_an_outage_the_primary_carries_traffic_again_within_one_base
     tmp_path: Path, stores_env: StoresEnv, http: httpx.AsyncClient
 ) -> None:
     extra = {**ENV, "LEASEGATE_BASE_COOLDOWN_S": str(BASE_S)}
-    async with running_pool(tmp_path, stores_env, extra) as pool:
+    async with two_upstream_pool(tmp_path, stores_env, extra) as pool:
         outage = Outage()
         pool.primary.script = outage
         start = time.monotonic()
@@ -521,7 +521,7 @@ async def test_byte_exact_pass_through_and_dispatch_reads_the_sdks_decode_error(
     tmp_path: Path, stores_env: StoresEnv
 ) -> None:
     extra = {"primary": {"pass_malformed_events": True}}
-    async with running_pool(tmp_path, stores_env, ENV, accounts_extra=extra) as pool:
+    async with two_upstream_pool(tmp_path, stores_env, ENV, accounts_extra=extra) as pool:
         pool.primary_script.reply = Reply(chunks=tenth_event_garbled())
         async with local_client(timeout=30) as http:
             key = (await pool.control.mint(TENANT, "d-raw", "gpt-4o")).key
@@ -579,7 +579,7 @@ TOO_LONG: dict[str, dict[str, object]] = {
 async def test_a_context_length_400_hops_to_the_declared_fallback_model(
     tmp_path: Path, stores_env: StoresEnv, http: httpx.AsyncClient, shape: str
 ) -> None:
-    async with running_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
+    async with two_upstream_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
         pool.primary_script.reply = Reply.json_error(400, TOO_LONG[shape])
         # the worker keeps asking for gpt-4o: the fallback's key takes that name too
         result = await dispatch(pool, "gpt-4o").run(caller(http, "gpt-4o", stream=False))
@@ -609,7 +609,7 @@ async def test_a_context_length_400_hops_to_the_declared_fallback_model(
 async def test_the_same_model_cannot_hop_on_a_context_length_row(
     tmp_path: Path, stores_env: StoresEnv, http: httpx.AsyncClient
 ) -> None:
-    async with running_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
+    async with two_upstream_pool(tmp_path, stores_env, ENV, accounts_extra=LONG_CONTEXT) as pool:
         pool.primary_script.reply = Reply.json_error(400, TOO_LONG["openai"])
         first = await pool.control.mint(TENANT, "d-1", "gpt-4o")
         assert first.key is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fixtures.gateway import Gateway
+from tests.fixtures.gateways import Gateway
 
 
 async def test_mint_call_and_evidence_with_token_counts(gateway: Gateway) -> None:

@@ -27,10 +27,9 @@ from tests.fixtures.deployments import (
     Shape,
     deployment,
     parse_time,
-    shared_stores,
 )
-from tests.fixtures.gateway import account_entry
-from tests.fixtures.services import require_postgres
+from tests.fixtures.gateways import account_entry
+from tests.fixtures.services import production_stores, require_postgres
 
 # Threshold 1 everywhere: one failure is enough to show which scope it lands in.
 LONG = {
@@ -407,7 +406,7 @@ async def test_health_scenario(
         ups = [await stack.enter_async_context(MockUpstream()) for _ in range(count)]
         stores = None
         if database_url is not None:
-            stores = await stack.enter_async_context(shared_stores(database_url))
+            stores = await stack.enter_async_context(production_stores(database_url))
         async with deployment(kind, tmp_path, accounts(names, ups), settings, stores=stores) as d:
             await run(d, names, ups, events)
 
@@ -428,7 +427,7 @@ async def test_health_scenarios_across_two_proxy_processes(
             if name in chosen
         }
         accounts = [a for name in chosen for a in SCENARIOS[name][1](Names(name), ups[name])]
-        stores = await stack.enter_async_context(shared_stores(module_database))
+        stores = await stack.enter_async_context(production_stores(module_database))
         async with deployment("replicas", tmp_path, accounts, settings, stores=stores) as d:
             for name in chosen:
                 await SCENARIOS[name][0](d, Names(name), ups[name], None)

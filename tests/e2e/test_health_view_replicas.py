@@ -10,7 +10,7 @@ import pytest
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.deployments import deployment
-from tests.fixtures.gateway import account_entry
+from tests.fixtures.gateways import account_entry
 
 SETTINGS = {
     "LEASEGATE_FAILURE_THRESHOLD": "1",

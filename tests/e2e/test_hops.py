@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from leasegate.demo.upstream import Reply
-from tests.fixtures.gateway import Gateway
-from tests.fixtures.pool import Pool, running_pool
+from tests.fixtures.gateways import Gateway
+from tests.fixtures.pool import Pool, two_upstream_pool
 from tests.fixtures.services import StoresEnv
 
 TENANT = "acme/web"
@@ -30,7 +30,7 @@ def make_pool(tmp_path: Path, stores_env: StoresEnv) -> PoolFactory:
     `solo` is served by the primary only: a hop has nowhere to go."""
 
     def pool(extra: Mapping[str, str] | None = None) -> AbstractAsyncContextManager[Pool]:
-        return running_pool(tmp_path, stores_env, extra)
+        return two_upstream_pool(tmp_path, stores_env, extra)
 
     return pool
 

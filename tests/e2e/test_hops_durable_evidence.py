@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
 from tests.fixtures.services import StoresEnv
 
 ROUNDS = 20
@@ -59,7 +59,7 @@ async def test_the_hop_citing_a_failure_is_granted_at_once_every_time(
                 "LEASEGATE_ACCOUNT_FAILURE_THRESHOLD": "1000",
             },
         )
-        async with running_gateway(env, [primary, backup]) as gw:
+        async with in_process_gateway(env, [primary, backup]) as gw:
             for i in range(ROUNDS):
                 reply, stream = FAILURES[i % len(FAILURES)]
                 current[0] = reply

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tests.fixtures.gateway import ADMIN_TOKEN, Gateway
+from tests.fixtures.gateways import ADMIN_TOKEN, Gateway
 
 NEST = 100_000
 MINT = {"tenant": "acme/web", "dispatch_id": "d-hostile", "model": "gpt-4o"}

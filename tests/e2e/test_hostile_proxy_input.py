@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from leasegate.demo.upstream_script import MockRequest, Reply
-from tests.fixtures.gateway import Gateway
+from tests.fixtures.gateways import Gateway
 
 NEST = 100_000
 

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
 from tests.fixtures.services import StoresEnv
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "leasegate.json"
@@ -50,7 +50,7 @@ async def traffic(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Traffi
             accounts,
             **stores_env,
         )
-        async with running_gateway(env, [primary, backup]) as gw:
+        async with in_process_gateway(env, [primary, backup]) as gw:
             await _drive(gw, failing)
             text = (await gw.client.get(f"{gw.url}/metrics")).text
             samples: dict[str, list[tuple[dict[str, str], float]]] = {}

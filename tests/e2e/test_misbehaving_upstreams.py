@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from leasegate.demo.upstream import Reply
-from tests.fixtures.gateway import Gateway
+from tests.fixtures.gateways import Gateway
 from tests.fixtures.scripted import (
     CLAUDE_FIRST_TOKEN_S,
     HEADERS_S,

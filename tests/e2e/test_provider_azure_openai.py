@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
 from tests.fixtures.scripted import ENV, account_health, only_row
 from tests.fixtures.services import StoresEnv
 
@@ -36,7 +36,7 @@ async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
             **stores_env,
             extra=ENV,
         )
-        async with running_gateway(env, [upstream]) as gateway:
+        async with in_process_gateway(env, [upstream]) as gateway:
             yield gateway
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
 from tests.fixtures.scripted import ENV, IDLE_S, account_health, only_row, sse_events
 from tests.fixtures.services import StoresEnv
 
@@ -38,7 +38,7 @@ async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
             **stores_env,
             extra=ENV,
         )
-        async with running_gateway(env, [upstream]) as gateway:
+        async with in_process_gateway(env, [upstream]) as gateway:
             yield gateway
 
 

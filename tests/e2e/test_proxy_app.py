@@ -19,11 +19,11 @@ from leasegate.config import load_config
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.demo.upstream import MockUpstream
 from leasegate.proxy.app import create_proxy_app
-from tests.fixtures.gateway import (
+from tests.fixtures.gateways import (
     Gateway,
     account_entry,
     gateway_env,
-    running_split_gateway,
+    in_process_split_gateway,
 )
 from tests.fixtures.servers import local_client, serve
 from tests.fixtures.services import production_stores
@@ -37,7 +37,7 @@ async def split(tmp_path: Path) -> AsyncIterator[tuple[Gateway, str]]:
         accounts = [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o-2024-08-06"})]
         extra = {"LEASEGATE_MAX_BODY_BYTES": str(BODY_LIMIT)}
         env = gateway_env(tmp_path, accounts, extra=extra, **stores)
-        async with running_split_gateway(env, [upstream]) as running:
+        async with in_process_split_gateway(env, [upstream]) as running:
             yield running
 
 

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from leasegate.demo.upstream import MockRequest, Reply
-from tests.fixtures.gateway import Gateway
+from tests.fixtures.gateways import Gateway
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
 

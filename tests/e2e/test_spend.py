@@ -20,7 +20,7 @@ import pytest
 
 from leasegate.cli.main import main
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateway import Gateway, account_entry, gateway_env, running_gateway
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
 from tests.fixtures.services import StoresEnv
 
 PER_REQUEST = 16
@@ -64,7 +64,7 @@ def priced_pool(
                 **stores_env,
                 currency="USD",
             )
-            async with running_gateway(env, [primary, backup]) as gw:
+            async with in_process_gateway(env, [primary, backup]) as gw:
                 yield Priced(gw, script)
 
     return pool

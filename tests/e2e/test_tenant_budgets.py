@@ -15,7 +15,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,23 +24,18 @@ from typing import Any
 import httpx
 import pytest
 
-from leasegate.cli.dev import create_dev_app
 from leasegate.cli.main import main
-from leasegate.config import load_config
-from leasegate.control_plane.app import create_control_plane_app
-from leasegate.db.migrate import upgrade
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from leasegate.proxy.tenant_budgets import REFRESH_S
 from leasegate.spend import seconds_left
-from tests.fixtures.deployments import shared_stores
-from tests.fixtures.gateway import (
+from tests.fixtures.deployments import deployment
+from tests.fixtures.gateways import (
     ADMIN_TOKEN,
     CONTROL_TOKEN,
     account_entry,
     gateway_env,
-    running_gateway,
+    in_process_gateway,
 )
-from tests.fixtures.servers import leasegate_process, local_client, serve
 from tests.fixtures.services import StoresEnv
 
 PER_REQUEST = 16
@@ -145,20 +140,12 @@ def env_of(tmp_path: Path, entries: list[dict[str, Any]], stores: StoresEnv) -> 
 @asynccontextmanager
 async def two_proxies(tmp_path: Path) -> AsyncIterator[Site]:
     failing = Failing()
-    async with AsyncExitStack() as stack:
-        primary = await stack.enter_async_context(MockUpstream(failing, chunks=4))
-        backup = await stack.enter_async_context(MockUpstream(chunks=4))
-        stores = await stack.enter_async_context(shared_stores())
-        env = env_of(tmp_path, accounts(primary, backup), stores)
-        control = await stack.enter_async_context(serve(create_control_plane_app(load_config(env))))
-        proxies = await asyncio.gather(
-            *(
-                asyncio.to_thread(stack.enter_context, leasegate_process("proxy", env))
-                for _ in range(2)
-            )
-        )
-        client = await stack.enter_async_context(local_client(timeout=30))
-        yield Site(control, list(proxies), client, failing)
+    async with (
+        MockUpstream(failing, chunks=4) as primary,
+        MockUpstream(chunks=4) as backup,
+        deployment("replicas", tmp_path, accounts(primary, backup), {}, currency="USD") as site,
+    ):
+        yield Site(site.control, site.proxies, site.client, failing)
 
 
 @pytest.mark.slow
@@ -260,25 +247,14 @@ class SteppedClock:
         return time.monotonic()
 
 
-@pytest.fixture(params=["embedded", "production"])
-async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoresEnv]:
-    if request.param == "embedded":
-        yield {}
-        return
-    async with shared_stores() as shared:
-        yield shared
-
-
 async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_ends(
-    tmp_path: Path, stores: StoresEnv
+    tmp_path: Path, stores_env: StoresEnv
 ) -> None:
     clock = SteppedClock(datetime(2026, 12, 31, 23, 59, 0, tzinfo=UTC))
     async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
-        env = env_of(tmp_path, accounts(primary, backup), stores)
-        config = load_config(env)
-        await asyncio.to_thread(upgrade, config.settings.database_url)
-        app = create_dev_app(config, clock, migrate=False)
-        async with serve(app) as url, local_client(timeout=30) as client:
+        env = env_of(tmp_path, accounts(primary, backup), stores_env)
+        async with in_process_gateway(env, clock=clock) as gw:
+            url, client = gw.url, gw.client
             site = Site(url, [url], client)
             tenant = "acme/monthly"
             # one request costs 8 x 2.50 + 4 x 1.25 + 4 x 10.00 = 65 millionths
@@ -308,36 +284,33 @@ async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_en
 
 
 async def test_a_budget_set_mid_period_counts_the_tenants_spend_so_far(
-    tmp_path: Path, stores: StoresEnv
+    tmp_path: Path, stores_env: StoresEnv
 ) -> None:
     async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
-        env = env_of(tmp_path, accounts(primary, backup), stores)
-        config = load_config(env)
-        await asyncio.to_thread(upgrade, config.settings.database_url)
-        async with serve(create_dev_app(config, migrate=False)) as url:
-            async with local_client(timeout=30) as client:
-                site = Site(url, [url], client)
-                key = await site.minted("acme/web", "d-1")
-                other = await site.minted("acme/api", "d-1")
-                for spender in (key, key, other):
-                    assert (await site.chat(spender)).status_code == 200
-                for minted, count in ((key, 2), (other, 1)):
-                    path = f"/evidence?decision_id={minted['mint_decision_id']}"
-                    for _ in range(200):
-                        if len((await site.get(path))["evidence"]) == count:
-                            break
-                        await asyncio.sleep(0.025)
+        env = env_of(tmp_path, accounts(primary, backup), stores_env)
+        async with in_process_gateway(env) as gw:
+            site = Site(gw.url, [gw.url], gw.client)
+            key = await site.minted("acme/web", "d-1")
+            other = await site.minted("acme/api", "d-1")
+            for spender in (key, key, other):
+                assert (await site.chat(spender)).status_code == 200
+            for minted, count in ((key, 2), (other, 1)):
+                path = f"/evidence?decision_id={minted['mint_decision_id']}"
+                for _ in range(200):
+                    if len((await site.get(path))["evidence"]) == count:
+                        break
+                    await asyncio.sleep(0.025)
 
-                budget = {"expected_revision": 0, "period": "day", "max_tokens": 3 * PER_REQUEST}
-                answer = await site.set_budget("acme/web", budget)
-                assert answer.status_code == 200, answer.text
-                spent = answer.json()["spent"]
-                assert (spent["tokens"], spent["exhausted"]) == (2 * PER_REQUEST, False)
-                assert spent["cost"] == "0.00013"  # two requests' evidence, not acme/api's
-                await asyncio.sleep(REFRESH_S)  # the proxy learns budgets within this age
-                assert (await site.chat(key)).status_code == 200  # 48: reached
-                await all_refuse(site, [key], "tenant-budget-exhausted")
-                assert (await site.chat(other)).status_code == 200
+            budget = {"expected_revision": 0, "period": "day", "max_tokens": 3 * PER_REQUEST}
+            answer = await site.set_budget("acme/web", budget)
+            assert answer.status_code == 200, answer.text
+            spent = answer.json()["spent"]
+            assert (spent["tokens"], spent["exhausted"]) == (2 * PER_REQUEST, False)
+            assert spent["cost"] == "0.00013"  # two requests' evidence, not acme/api's
+            await asyncio.sleep(REFRESH_S)  # the proxy learns budgets within this age
+            assert (await site.chat(key)).status_code == 200  # 48: reached
+            await all_refuse(site, [key], "tenant-budget-exhausted")
+            assert (await site.chat(other)).status_code == 200
 
 
 async def test_the_cli_sets_lists_and_clears_a_tenants_budget(
@@ -345,7 +318,7 @@ async def test_the_cli_sets_lists_and_clears_a_tenants_budget(
 ) -> None:
     async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
         env = env_of(tmp_path, accounts(primary, backup), {})
-        async with running_gateway(env, [primary, backup]) as gw:
+        async with in_process_gateway(env, [primary, backup]) as gw:
             base = ["--url", gw.url, "--token", ADMIN_TOKEN]
 
             def cli(*argv: str) -> int:

@@ -20,12 +20,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import (
+from tests.fixtures.gateways import (
     Gateway,
     account_entry,
     gateway_env,
-    running_gateway,
-    running_split_gateway,
+    in_process_gateway,
+    in_process_split_gateway,
 )
 from tests.fixtures.services import production_stores
 
@@ -56,7 +56,7 @@ async def traced(
         # never reached: the test's provider, set first, is kept (no OTLP exporter is made)
         extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
         env = gateway_env(tmp_path, accounts, extra=extra)
-        async with running_gateway(env, [upstream]) as gw:
+        async with in_process_gateway(env, [upstream]) as gw:
             spans.clear()
             yield gw, spans
 
@@ -225,7 +225,7 @@ async def test_untraced_only_the_allowed_account_gets_the_callers_trace_headers(
     tmp_path: Path, spans: InMemorySpanExporter
 ) -> None:
     async with MockUpstream(chunks=4) as upstream:
-        async with running_gateway(gateway_env(tmp_path, _accounts(upstream)), [upstream]) as gw:
+        async with in_process_gateway(gateway_env(tmp_path, _accounts(upstream)), [upstream]) as gw:
             spans.clear()
             caller = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
             await _call(gw, "gpt-4o", caller)
@@ -245,7 +245,7 @@ async def test_the_production_proxy_makes_the_server_span_its_steps_hang_from(
     extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
     async with production_stores() as stores, MockUpstream(chunks=4) as upstream:
         env = gateway_env(tmp_path, _accounts(upstream), extra=extra, **stores)
-        async with running_split_gateway(env, [upstream]) as (gw, proxy):
+        async with in_process_split_gateway(env, [upstream]) as (gw, proxy):
             minted = await gw.minted(model="gpt-4o-mini")
             spans.clear()
             response = await gw.client.post(

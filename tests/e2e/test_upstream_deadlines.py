@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from leasegate.demo.upstream import Reply
-from tests.fixtures.gateway import Gateway
+from tests.fixtures.gateways import Gateway
 from tests.fixtures.scripted import (
     HEADERS_S,
     IDLE_S,

@@ -23,8 +23,9 @@ import pytest
 from leasegate.cli.demo import DEMO_ADMIN_TOKEN, DEMO_CONTROL_TOKEN
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.databases import create_database, drop_database, pg_url
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import free_port, leasegate_server, local_client
+from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import leasegate_process
+from tests.fixtures.servers import free_port, local_client
 from tests.fixtures.services import production_stores, require_service
 
 pytestmark = pytest.mark.slow
@@ -136,7 +137,7 @@ async def test_an_unreachable_database_is_one_line(installed: Installed) -> None
 
 async def test_dev_demo_runs_the_readme_walkthrough(installed: Installed) -> None:
     demo_port = free_port()
-    with leasegate_server(
+    with leasegate_process(
         "dev",
         installed.env(),
         program=[str(installed.leasegate)],
@@ -183,11 +184,11 @@ async def test_production_processes_from_the_wheel(installed: Installed, tmp_pat
         assert migrated.returncode == 0, migrated.stderr
         program, cwd = [str(installed.leasegate)], str(installed.workdir)
         with (
-            leasegate_server("control-plane", installed.env(env), program=program, cwd=cwd) as (
+            leasegate_process("control-plane", installed.env(env), program=program, cwd=cwd) as (
                 control_url,
                 _,
             ),
-            leasegate_server("proxy", installed.env(env), program=program, cwd=cwd) as (
+            leasegate_process("proxy", installed.env(env), program=program, cwd=cwd) as (
                 proxy_url,
                 _,
             ),

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_server, local_client, run_migrate
+from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import leasegate_process, run_migrate
+from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
@@ -50,8 +51,8 @@ async def test_both_services_log_one_line_per_request(tmp_path: Path) -> None:
         with (
             control_log.open("wb") as clog,
             proxy_log.open("wb") as plog,
-            leasegate_server("control-plane", env, log=clog) as (control_url, _),
-            leasegate_server("proxy", env, log=plog) as (proxy_url, _),
+            leasegate_process("control-plane", env, log=clog) as (control_url, _),
+            leasegate_process("proxy", env, log=plog) as (proxy_url, _),
         ):
             async with local_client(timeout=10) as client:
                 mint = await client.post(
@@ -92,7 +93,7 @@ async def test_access_log_off_and_an_unset_credential_named(tmp_path: Path) -> N
         ]
         env = gateway_env(tmp_path, accounts, extra={"LEASEGATE_ACCESS_LOG": "false"})
         del env["LEASEGATE_CRED_OPENAI_SPARE"]
-        with log_path.open("wb") as log, leasegate_server("dev", env, log=log) as (url, _):
+        with log_path.open("wb") as log, leasegate_process("dev", env, log=log) as (url, _):
             async with local_client(timeout=10) as client:
                 ready = (await client.get(f"{url}/readyz")).json()
     assert ready["status"] == "ready"  # the other account serves

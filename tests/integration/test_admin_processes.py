@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process, local_client, run_migrate
+from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import run_migrate, start_processes
+from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
@@ -29,9 +30,7 @@ async def production_env(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
         env = gateway_env(
             tmp_path,
             [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
-            database_url=stores["database_url"],
-            redis_url=stores["redis_url"],
-            redis_prefix=stores["redis_prefix"],
+            **stores,
             extra={"LEASEGATE_AUDIT_KEY": "test-audit-key"},
         )
         await run_migrate(env)
@@ -39,11 +38,7 @@ async def production_env(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
 
 
 async def _start(stack: ExitStack, env: dict[str, str], *commands: str) -> list[str]:
-    return list(
-        await asyncio.gather(
-            *(asyncio.to_thread(stack.enter_context, leasegate_process(c, env)) for c in commands)
-        )
-    )
+    return [process.url for process in await start_processes(stack, env, commands)]
 
 
 async def _set(

@@ -15,8 +15,8 @@ import pytest
 import pytest_asyncio
 
 from leasegate.kv.keys import slots_key as slots_key_of
-from tests.fixtures.cluster import READY_WITHIN_S, SLOT_LEASE_S, Cluster, running_cluster
-from tests.fixtures.servers import leasegate_server
+from tests.fixtures.cluster import READY_WITHIN_S, SLOT_LEASE_S, Cluster, process_cluster
+from tests.fixtures.processes import start_processes
 
 pytestmark = [
     pytest.mark.slow,
@@ -31,7 +31,7 @@ Opened = tuple[httpx.Response, AsyncIterator[bytes]]
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
-    async with running_cluster(tmp_path_factory.mktemp("cluster")) as running:
+    async with process_cluster(tmp_path_factory.mktemp("cluster")) as running:
         yield running
 
 
@@ -224,9 +224,8 @@ async def test_a_proxy_killed_mid_stream_gives_its_slots_back_within_the_lease(
     slots_key = slots_key_of(cluster.prefix, "crash")
     victim_env = {**cluster.env, "LEASEGATE_REQUEST_SLOT_LEASE_S": str(SLOT_LEASE_S)}
     with ExitStack() as processes:
-        victim, process = await asyncio.to_thread(
-            processes.enter_context,
-            leasegate_server("proxy", victim_env, ready_within_s=READY_WITHIN_S),
+        ((victim, process),) = await start_processes(
+            processes, victim_env, ["proxy"], ready_within_s=READY_WITHIN_S
         )
         async with AsyncExitStack() as streams:
             doomed = await _open_streams(cluster, streams, victim, key, 3)

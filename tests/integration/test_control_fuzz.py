@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import response_schema_conformance, status_code_conformance
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.deployments import shared_stores
-from tests.fixtures.gateway import ADMIN_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process, local_client
+from tests.fixtures.gateways import ADMIN_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import leasegate_process
+from tests.fixtures.servers import local_client
+from tests.fixtures.services import production_stores
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -78,15 +79,13 @@ def _code(body: Any) -> str | None:
 
 
 async def test_control_plane_openapi_fuzz(tmp_path: Path) -> None:
-    async with MockUpstream() as upstream, shared_stores() as stores:
+    async with MockUpstream() as upstream, production_stores() as stores:
         env = gateway_env(
             tmp_path,
             [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
-            database_url=stores["database_url"],
-            redis_url=stores["redis_url"],
-            redis_prefix=stores["redis_prefix"],
+            **stores,
         )
-        with leasegate_process("control-plane", env) as url:
+        with leasegate_process("control-plane", env) as (url, _):
             async with local_client() as client:
                 raw_schema = (await client.get(f"{url}/openapi.json")).json()
             _assert_documents_real_refusals(raw_schema)

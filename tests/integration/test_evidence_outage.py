@@ -6,14 +6,10 @@ the database is back every request's row is present exactly once."""
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import signal
-import subprocess
-import sys
-import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -21,10 +17,10 @@ import httpx
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.cluster import start_processes
 from tests.fixtures.databases import PG_HOST, PG_PORT, create_database, drop_database, pg_url
-from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import free_port, local_client
+from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import LeasegateProcess, start_processes
+from tests.fixtures.servers import local_client
 from tests.fixtures.services import (
     REDIS_URL,
     delete_prefix,
@@ -61,40 +57,9 @@ async def database_up(name: str) -> None:
     await _admin(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
 
 
-@contextmanager
-def proxy_process(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+async def _proxy_up(stack: ExitStack, env: dict[str, str]) -> list[LeasegateProcess]:
     """A proxy that is up (`/healthz`), ready or not: its database may be down."""
-    port = free_port()
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEGATE_")}
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(  # noqa: S603 - our own console script, fixed arguments
-            [sys.executable, "-m", "leasegate.cli.main", "proxy", "--port", str(port)],
-            env={**full_env, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        try:
-            yield f"http://127.0.0.1:{port}", process
-        finally:
-            if process.poll() is None:
-                process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-async def _healthy(url: str) -> None:
-    async with local_client(timeout=1) as client:
-        for _ in range(300):
-            try:
-                if (await client.get(f"{url}/healthz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.05)
-    raise AssertionError("the proxy did not come up")
+    return await start_processes(stack, env, ["proxy"], wait_for="/healthz")
 
 
 async def _steady(client: httpx.AsyncClient, proxy: str, keys: list[str], count: int) -> list[str]:
@@ -150,7 +115,7 @@ async def _stack(tmp_path: Path) -> AsyncIterator[tuple[str, dict[str, str]]]:
 async def test_every_row_of_an_outage_lands_once_across_a_restart(tmp_path: Path) -> None:
     async with _stack(tmp_path) as (name, env):
         with ExitStack() as stack:
-            (control,) = await start_processes(stack, env, ["control-plane"])
+            ((control, _),) = await start_processes(stack, env, ["control-plane"])
             async with local_client(timeout=30) as client:
                 keys = []
                 for i in range(3):
@@ -161,8 +126,8 @@ async def test_every_row_of_an_outage_lands_once_across_a_restart(tmp_path: Path
                     )
                     keys.append(minted.json()["key"])
                 sent: list[str] = []
-                with proxy_process(env) as (first, process):
-                    await _healthy(first)
+                with ExitStack() as proxy:
+                    ((first, process),) = await _proxy_up(proxy, env)
                     sent += await _steady(client, first, keys, 10)  # keys now cached
 
                     await database_down(name)
@@ -174,8 +139,8 @@ async def test_every_row_of_an_outage_lands_once_across_a_restart(tmp_path: Path
                     await asyncio.to_thread(process.wait, 20)
 
                 # a successor starts while the database is still down and adopts the spill
-                with proxy_process(env) as (second, _):
-                    await _healthy(second)
+                with ExitStack() as proxy:
+                    ((second, _),) = await _proxy_up(proxy, env)
                     sent += await _steady(client, second, keys, 30)
                     await database_up(name)
                     for _ in range(600):  # the writer backs off up to 5 s between tries

@@ -17,7 +17,7 @@ from leasegate.db import Store, upgrade
 from leasegate.db.partitions import DAYS_AHEAD, EvidencePartitions, partition_name
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.evidence import at, database_url, evidence_row
-from tests.fixtures.gateway import account_entry, gateway_env, running_gateway
+from tests.fixtures.gateways import account_entry, gateway_env, in_process_gateway
 from tests.fixtures.services import production_stores
 
 __all__ = ["database_url"]  # the fixture, over SQLite and Postgres
@@ -110,7 +110,7 @@ async def test_a_control_plane_creates_partitions_ahead_and_applies_retention(
         await store.close()
         await _rows(url, TODAY - timedelta(days=4), TODAY - timedelta(days=3), TODAY)
 
-        async with running_gateway(env, [upstream]):
+        async with in_process_gateway(env, [upstream]):
             store = Store.connect(url)
             try:
                 wanted = {partition_name(TODAY + timedelta(days=n)) for n in range(DAYS_AHEAD + 1)}

@@ -7,47 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator
+from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
 import pytest
 from redis.asyncio import Redis
 
 from leasegate.db import Store
 from leasegate.demo.upstream import MockUpstream, Reply
-from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import free_port, local_client
-from tests.fixtures.services import StoresEnv, production_stores
+from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import start_processes
+from tests.fixtures.servers import local_client
+from tests.fixtures.services import StoresEnv
 
 pytestmark = pytest.mark.slow
-
-
-async def _wait_ready(url: str, process: asyncio.subprocess.Process) -> None:
-    async with local_client(timeout=1) as client:
-        for _ in range(300):
-            assert process.returncode is None, "leasegate dev exited early"
-            try:
-                if (await client.get(f"{url}/readyz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.05)
-    raise AssertionError("leasegate dev did not become ready")
-
-
-@pytest.fixture(params=["embedded", "production"])
-async def stores_env(request: pytest.FixtureRequest) -> AsyncIterator[StoresEnv]:
-    if request.param == "embedded":
-        yield {}
-        return
-    async with production_stores() as stores:
-        yield stores
 
 
 async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
@@ -61,23 +36,9 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
             **stores_env,
             extra={"LEASEGATE_SHUTDOWN_DRAIN_S": "1"},
         )
-        port = free_port()
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEGATE_")}
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "leasegate.cli.main",
-            "dev",
-            "--port",
-            str(port),
-            env={**full_env, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
         received = b""
-        try:
-            await _wait_ready(url, process)
+        with ExitStack() as stack:
+            ((url, process),) = await start_processes(stack, env, ["dev"])
             async with local_client(timeout=30) as client:
                 minted = (
                     await client.post(
@@ -98,12 +59,8 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
                     sent = time.monotonic()
                     async for chunk in chunks:  # ended by the gateway, in the provider's shape
                         received += chunk
-            await asyncio.wait_for(process.wait(), timeout=15)
+            await asyncio.to_thread(process.wait, 15)
             assert time.monotonic() - sent < 8
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
 
     last = received.strip().split(b"\n\n")[-1]
     assert last.startswith(b"data: ")

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.deployments import shared_stores
-from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process, local_client
+from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import leasegate_process
+from tests.fixtures.servers import local_client
+from tests.fixtures.services import production_stores
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -29,15 +30,15 @@ slowloris client would keep the connection for without one."""
 @contextlib.contextmanager
 def _services(env: dict[str, str]) -> Iterator[dict[str, str]]:
     with (
-        leasegate_process("control-plane", env) as control,
-        leasegate_process("proxy", env) as proxy,
+        leasegate_process("control-plane", env) as (control, _),
+        leasegate_process("proxy", env) as (proxy, _),
     ):
         yield {"control-plane": control, "proxy": proxy}
 
 
 @pytest.fixture
 async def services(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
-    async with MockUpstream() as upstream, shared_stores() as stores:
+    async with MockUpstream() as upstream, production_stores() as stores:
         env = gateway_env(
             tmp_path,
             [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],

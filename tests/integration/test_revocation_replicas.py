@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import leasegate_process, local_client, run_migrate
+from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
+from tests.fixtures.processes import run_migrate, start_processes
+from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
 pytestmark = pytest.mark.slow
@@ -54,11 +55,9 @@ async def test_revocation_reaches_both_proxy_processes(
 ) -> None:
     env, _ = production_env
     with ExitStack() as stack:
-        control, proxy_a, proxy_b = await asyncio.gather(
-            *(
-                asyncio.to_thread(stack.enter_context, leasegate_process(command, env))
-                for command in ("control-plane", "proxy", "proxy")
-            )
+        control, proxy_a, proxy_b = (
+            process.url
+            for process in await start_processes(stack, env, ["control-plane", "proxy", "proxy"])
         )
         auth = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
         async with local_client(timeout=10) as client:

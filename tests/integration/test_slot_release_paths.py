@@ -15,19 +15,15 @@ from typing import Any
 import httpx
 import pytest
 
-from leasegate.cli.dev import create_dev_app
-from leasegate.config import load_config
 from leasegate.core.records import EvidenceRow
 from leasegate.demo.upstream import MockUpstream, Reply
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.upstream.clients import UpstreamRequest, UpstreamResponse
-from tests.fixtures.databases import migrate
-from tests.fixtures.gateway import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.servers import local_client, serve
-from tests.fixtures.services import StoresEnv, production_stores
+from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env, in_process_gateway
+from tests.fixtures.servers import local_client
+from tests.fixtures.services import StoresEnv
 
 AUTH = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
-PRODUCTION = pytest.param("production", marks=[pytest.mark.postgres, pytest.mark.redis])
 
 
 @dataclass
@@ -71,29 +67,19 @@ class Harness:
 
 
 @pytest.fixture
-async def stores(request: pytest.FixtureRequest) -> AsyncIterator[StoresEnv]:
-    """`gateway_env` arguments of the mode: SQLite and in-process, or Postgres and Redis."""
-    if request.param == "embedded":
-        yield {}
-        return
-    async with production_stores() as stores:
-        yield stores
-
-
-@pytest.fixture
-async def harness(tmp_path: Path, stores: StoresEnv) -> AsyncIterator[Harness]:
+async def harness(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Harness]:
+    """In each mode (`stores_env`), a gateway whose one account has a request ceiling of 1,
+    and a key minted for it."""
     async with MockUpstream() as upstream:
         account = account_entry("one", upstream, {"gpt-4o": "gpt-4o"}, request_capacity=1)
         env = gateway_env(
             tmp_path,
             [account],
-            **stores,
+            **stores_env,
         )
-        config = load_config(env)
-        await asyncio.to_thread(migrate, config.settings.database_url)
-        app = create_dev_app(config, migrate=False)
-        async with serve(app) as url, local_client(timeout=30) as client:
-            harness = Harness(url, client, upstream, app.state.proxy)
+        async with in_process_gateway(env, [upstream]) as gw:
+            url, client = gw.url, gw.client
+            harness = Harness(url, client, upstream, gw.app.state.proxy)
             minted = await client.post(
                 f"{url}/control/v2/keys",
                 json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "gpt-4o"},
@@ -104,10 +90,6 @@ async def harness(tmp_path: Path, stores: StoresEnv) -> AsyncIterator[Harness]:
             yield harness
 
 
-BOTH_MODES = pytest.mark.parametrize("stores", ["embedded", PRODUCTION], indirect=True)
-
-
-@BOTH_MODES
 async def test_a_client_that_goes_away_mid_stream_gives_the_slot_back(harness: Harness) -> None:
     harness.upstream.script = lambda _: Reply(chunk_delay_s=0.2)
     async with harness.chat() as response:
@@ -121,7 +103,6 @@ async def test_a_client_that_goes_away_mid_stream_gives_the_slot_back(harness: H
     await harness.next_request_is_admitted()
 
 
-@BOTH_MODES
 @pytest.mark.parametrize(
     ("reply", "status"),
     [
@@ -143,7 +124,6 @@ async def test_an_upstream_that_fails_gives_the_slot_back(
     await harness.next_request_is_admitted()
 
 
-@BOTH_MODES
 async def test_an_upstream_client_that_raises_gives_the_slot_back(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -160,7 +140,6 @@ async def test_an_upstream_client_that_raises_gives_the_slot_back(
     await harness.next_request_is_admitted()
 
 
-@BOTH_MODES
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "buffered"])
 async def test_a_crash_inside_evidence_writing_gives_the_slot_back(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, stream: bool

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.fixtures.gateway import account_entry, gateway_env
-from tests.fixtures.servers import leasegate_server, local_client
+from tests.fixtures.gateways import account_entry, gateway_env
+from tests.fixtures.processes import leasegate_process
+from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
@@ -43,7 +44,7 @@ async def test_two_workers_share_one_port(tmp_path: Path) -> None:
         )
         with (
             log_path.open("wb") as log,
-            leasegate_server("proxy", env, args=["--workers", "2"], log=log) as (url, process),
+            leasegate_process("proxy", env, args=["--workers", "2"], log=log) as (url, process),
         ):
             pids: set[int] = set()
             deadline = time.monotonic() + 60
