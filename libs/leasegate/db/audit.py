@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from leasegate.db.audit_lock import lock_for_mutation
 from leasegate.db.engine import Database
 from leasegate.db.keys import end_account_keys
 from leasegate.db.models import ANCHOR_ID, AuditAnchorRow, AuditRecordRow
+from leasegate.db.pg_rows import anchor_of_row, record_of_row
 
 _RECORDS = AuditRecordRow.__table__
 _ANCHOR = AuditAnchorRow.__table__
@@ -138,50 +139,14 @@ async def _locked_chain(session: AsyncSession) -> ChainSnapshot:
 
 
 def _record(row: Row[Any]) -> AuditRecord:
-    return AuditRecord(
-        seq=row.seq,
-        at=row.at,
-        actor=row.actor,
-        authenticated_by=row.authenticated_by,
-        on_behalf_of=row.on_behalf_of,
-        account_id=row.account_id,
-        state=row.state,
-        reason=row.reason,
-        revoked_keys=row.revoked_keys,
-        prev_hash=row.prev_hash,
-        hash=row.hash,
-        kind=row.kind,
-        tenant=row.tenant,
-        period=row.period,
-        max_tokens=row.max_tokens,
-        max_cost=row.max_cost,
-    )
+    return record_of_row(dict(row._mapping))
 
 
 def _anchor(row: Row[Any] | None) -> Anchor | None:
-    if row is None:
-        return None
     # `count` is also a tuple method on Row: read the columns by name
-    values = row._mapping
-    return Anchor(values["count"], values["head_hash"], values["signature"])
+    return anchor_of_row(dict(row._mapping) if row is not None else None)
 
 
 def _values(record: AuditRecord) -> dict[str, object]:
-    return {
-        "seq": record.seq,
-        "at": record.at,
-        "actor": record.actor,
-        "authenticated_by": record.authenticated_by,
-        "on_behalf_of": record.on_behalf_of,
-        "account_id": record.account_id,
-        "state": record.state,
-        "reason": record.reason,
-        "revoked_keys": record.revoked_keys,
-        "prev_hash": record.prev_hash,
-        "hash": record.hash,
-        "kind": record.kind,
-        "tenant": record.tenant,
-        "period": record.period,
-        "max_tokens": record.max_tokens,
-        "max_cost": record.max_cost,
-    }
+    """The record's columns: the table's are named as the record's fields."""
+    return asdict(record)
