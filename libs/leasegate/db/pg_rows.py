@@ -1,6 +1,7 @@
-"""asyncpg records to the core's (and the audit chain's) dataclasses: the column lists the raw
-statements select, and the conversions (`leasegate.db.convert` and `leasegate.db.audit` do the
-same for SQLAlchemy's rows)."""
+"""Rows to the core's (and the audit chain's) dataclasses: the column lists the raw asyncpg
+statements select, and the one conversion per record, from any mapping of column names (an
+asyncpg record, or a SQLAlchemy row read by `leasegate.db.convert` and `leasegate.db.audit`).
+Columns are named as the records' fields."""
 
 from __future__ import annotations
 
