@@ -95,11 +95,15 @@ def summarise(collapsed: str, top: int = 25) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--ceiling", type=int, default=None, help="request_capacity per account (slots counted)"
+    )
+    parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = RESULTS / "profile.txt"
     with ExitStack() as resources:
-        stack = start_stack(resources, RESULTS / "logs", Options())
+        stack = start_stack(resources, RESULTS / "logs", Options(ceiling=args.ceiling))
         key = mint_key(stack.control_plane.url)
         pid = stack.proxy.pid
         _load(stack.proxy.url, key, 2.0, pid, stack.upstream.pid)  # warm up
@@ -109,6 +113,7 @@ def main() -> int:
         )
         loader.start()
         argv = [spy, "record", "-f", "raw", "-o", str(out), "-d", str(int(args.seconds))]
+        argv += ["-r", str(args.rate)]
         subprocess.run(  # noqa: S603 - py-spy with fixed arguments
             [*argv, "-p", str(pid), "--nonblocking"],
             check=True,
