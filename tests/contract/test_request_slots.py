@@ -6,7 +6,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -86,15 +86,25 @@ async def test_acquiring_one_holder_twice_takes_one_slot(slots: RequestSlots) ->
 
 async def test_five_releases_return_one_slot(slots: RequestSlots) -> None:
     await slots.acquire("acct", "r1", 1, T0)
-    assert [await slots.release("acct", "r1") for _ in range(5)] == [True] + [False] * 4
+    assert [await slots.release("acct", ["r1"]) for _ in range(5)] == [1, 0, 0, 0, 0]
     assert await slots.acquire("acct", "r2", 1, T0)
     assert not await slots.acquire("acct", "r3", 1, T0)
 
 
+async def test_one_release_returns_several_holders_and_counts_only_theirs(
+    slots: RequestSlots,
+) -> None:
+    for holder in ("r1", "r2", "r3"):
+        await slots.acquire("acct", holder, 3, T0)
+    assert await slots.release("acct", ["r1", "r3", "stranger", "r1"]) == 2
+    assert await slots.in_flight(["acct"], T0) == {"acct": 1}
+    assert await slots.release("acct", []) == 0
+
+
 async def test_releasing_a_stranger_does_nothing(slots: RequestSlots) -> None:
     await slots.acquire("acct", "r1", 1, T0)
-    assert not await slots.release("acct", "stranger")
-    assert not await slots.release("other-acct", "r1")
+    assert await slots.release("acct", ["stranger"]) == 0
+    assert await slots.release("other-acct", ["r1"]) == 0
     assert await slots.in_flight(["acct"], T0) == {"acct": 1}
 
 
@@ -118,7 +128,7 @@ async def test_renewal_keeps_only_the_renewed_holders(slots: RequestSlots) -> No
     assert await slots.in_flight(["acct"], later) == {"acct": 1}
     assert await slots.acquire("acct", "next", 2, later)
     assert not await slots.acquire("acct", "one-too-many", 2, later)
-    assert not await slots.release("acct", "never-reserved")
+    assert await slots.release("acct", ["never-reserved"]) == 0
 
 
 async def test_in_flight_counts_accounts_apart_in_one_answer(slots: RequestSlots) -> None:
@@ -154,7 +164,7 @@ async def test_redis_slots_key_expires_with_the_lease(
     await slots.acquire("acct", "r1", 2, T0)
     ttl_ms = await redis_client.pttl(slots.key("acct"))
     assert 0 < ttl_ms <= LEASE_S * 1000
-    await slots.release("acct", "r1")
+    await slots.release("acct", ["r1"])
     assert await redis_client.exists(slots.key("acct")) == 0
 
 
@@ -185,6 +195,48 @@ async def test_keeper_release_is_idempotent(slots: RequestSlots, clock: FakeCloc
     await keeper.release("acct", "stranger")
     assert await slots.in_flight(["acct"], clock.epoch) == {"acct": 0}
     assert keeper.holding("acct") == 0
+
+
+class CountedSlots(InProcessRequestSlots):
+    """The in-process store, keeping the releases it was asked for (one entry per call)."""
+
+    def __init__(self, lease_s: float) -> None:
+        super().__init__(lease_s)
+        self.release_calls: list[tuple[str, list[str]]] = []
+
+    async def release(self, account_id: str, holders: Sequence[str]) -> int:
+        self.release_calls.append((account_id, list(holders)))
+        return await super().release(account_id, holders)
+
+
+async def test_requests_ending_together_give_their_slots_back_in_one_call_per_account(
+    slots: RequestSlots, clock: FakeClock
+) -> None:
+    keeper = SlotKeeper(slots, clock)
+    holders = [("a", f"r{i}") for i in range(6)] + [("b", f"s{i}") for i in range(3)]
+    for account, holder in holders:
+        assert await keeper.acquire(account, holder, 6)
+    await asyncio.gather(*(keeper.release(account, holder) for account, holder in holders))
+    # every slot is back by the time each caller's release returned
+    assert await slots.in_flight(["a", "b"], clock.epoch) == {"a": 0, "b": 0}
+    assert keeper.holding("a") == keeper.holding("b") == 0
+
+
+async def test_releases_of_one_turn_are_one_store_call_per_account(clock: FakeClock) -> None:
+    slots = CountedSlots(LEASE_S)
+    keeper = SlotKeeper(slots, clock)
+    for i in range(4):
+        await keeper.acquire("a", f"r{i}", 8)
+    await keeper.acquire("b", "s0", 8)
+    await asyncio.gather(
+        *(keeper.release("a", f"r{i}") for i in range(4)), keeper.release("b", "s0")
+    )
+    assert sorted(slots.release_calls) == [("a", ["r0", "r1", "r2", "r3"]), ("b", ["s0"])]
+    await keeper.release("a", "r9")  # never held: no call
+    await keeper.acquire("a", "late", 8)
+    await keeper.release("a", "late")  # alone in its turn: a call of its own
+    assert slots.release_calls[-1] == ("a", ["late"])
+    assert len(slots.release_calls) == 3
 
 
 async def test_keeper_renewal_outlives_the_lease_and_stop_gives_back(
@@ -254,7 +306,7 @@ async def test_keeper_release_survives_a_store_error(
         await keeper.renew_held()
         assert keeper.holding("acct") == 1
         await keeper.stop()  # the retry gives up: the lease reclaims the slot
-    assert "its lease reclaims it" in caplog.text
+    assert "their lease reclaims them" in caplog.text
     assert "renewal failed" in caplog.text
 
 

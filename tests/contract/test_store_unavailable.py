@@ -133,7 +133,7 @@ def _redis_calls(client: RedisClient) -> dict[str, Call]:
         "health.admit": lambda: health.admit("a", "m", EPOCH),
         "health.record": lambda: health.record("a", "m", FAILURE, None, EPOCH),
         "slots.acquire": lambda: slots.acquire("a", "r1", 1, EPOCH),
-        "slots.release": lambda: slots.release("a", "r1"),
+        "slots.release": lambda: slots.release("a", ["r1"]),
         "slots.renew": lambda: slots.renew("a", ["r1"], EPOCH),
         "slots.in_flight": lambda: slots.in_flight(["a"], EPOCH),
         "spend.spent": lambda: spend.spent("c1"),

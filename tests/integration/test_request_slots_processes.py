@@ -142,7 +142,7 @@ async def test_a_killed_process_slots_come_back_within_the_lease(
         assert await slots.in_flight([ACCOUNT], time.time()) == {ACCOUNT: 3}
         assert await slots.acquire(ACCOUNT, "parent-1", 4, time.time())
         assert not await slots.acquire(ACCOUNT, "parent-2", 4, time.time())
-        assert await slots.release(ACCOUNT, "parent-1")
+        assert await slots.release(ACCOUNT, ["parent-1"]) == 1
 
         holder.kill()
         await join(holder, timeout_s=10)

@@ -26,9 +26,9 @@ class InProcessRequestSlots:
         table = self._tables.setdefault(account_id, ReservationTable())
         return table.reserve(holder, capacity, now, self._lease_s)
 
-    async def release(self, account_id: str, holder: str) -> bool:
+    async def release(self, account_id: str, holders: Sequence[str]) -> int:
         table = self._tables.get(account_id)
-        return table is not None and table.release(holder)
+        return 0 if table is None else sum(table.release(holder) for holder in holders)
 
     async def renew(self, account_id: str, holders: Sequence[str], now: float) -> None:
         table = self._tables.get(account_id)

@@ -80,12 +80,14 @@ class RedisRequestSlots:
             raise unavailable(exc) from exc
         return bool(taken)
 
-    async def release(self, account_id: str, holder: str) -> bool:
+    async def release(self, account_id: str, holders: Sequence[str]) -> int:
+        if not holders:
+            return 0
         try:
-            removed = await self._client.zrem(self.key(account_id), holder)
+            removed = await self._client.zrem(self.key(account_id), *holders)
         except REDIS_ERRORS as exc:
             raise unavailable(exc) from exc
-        return bool(removed)
+        return int(removed)
 
     async def renew(self, account_id: str, holders: Sequence[str], now: float) -> None:
         if not holders:

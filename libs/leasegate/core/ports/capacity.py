@@ -26,10 +26,11 @@ class RequestSlots(Protocol):
         answer.
         """
 
-    async def release(self, account_id: str, holder: str) -> bool:
-        """Return `holder`'s slot; True only for the call that removed it.
+    async def release(self, account_id: str, holders: Sequence[str]) -> int:
+        """Return the `holders`' slots on the account, in one round trip; how many this call
+        removed (each is counted by one call only).
 
-        Releasing twice, or a holder that never reserved, is a harmless False.
+        Releasing twice, or a holder that never reserved, is harmless and not counted.
         Raises StoreUnavailable when the store cannot answer (the lease then reclaims the slot).
         """
 
