@@ -94,6 +94,18 @@ def _named(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
     return found[0]
 
 
+def _assert_served_under_the_caller(server: ReadableSpan, status: int) -> None:
+    """`server` is a child of the caller's `traceparent` and carries the answer's status."""
+    assert server.context is not None
+    assert server.parent is not None
+    assert (f"{server.context.trace_id:032x}", f"{server.parent.span_id:016x}") == (
+        TRACE_ID,
+        PARENT_ID,
+    )
+    assert server.attributes is not None
+    assert server.attributes["http.response.status_code"] == status
+
+
 def _ancestors(span: ReadableSpan, spans: tuple[ReadableSpan, ...]) -> set[int]:
     by_id = {s.context.span_id: s for s in spans if s.context is not None}
     found: set[int] = set()
@@ -117,14 +129,7 @@ async def test_a_mint_is_a_child_of_the_callers_trace_with_its_steps(
     assert response.status_code == 201
     finished = exporter.get_finished_spans()
     server = _named(finished, "POST /control/v2/keys")
-    assert server.context is not None
-    assert server.parent is not None
-    assert (f"{server.context.trace_id:032x}", f"{server.parent.span_id:016x}") == (
-        TRACE_ID,
-        PARENT_ID,
-    )
-    assert server.attributes is not None
-    assert server.attributes["http.response.status_code"] == 201
+    _assert_served_under_the_caller(server, 201)
     for step in ("mint.facts", "mint.selection", "mint.commit"):
         assert server.context.span_id in _ancestors(_named(finished, step), finished)
     assert all(gw.env["LEASEGATE_CONTROL_TOKEN"] not in str(s.to_json()) for s in finished)
@@ -260,14 +265,8 @@ async def test_the_production_proxy_makes_the_server_span_its_steps_hang_from(
             finished = spans.get_finished_spans()
     server = _named(finished, "POST /v1/chat/completions")
     assert server.kind is SpanKind.SERVER
-    assert server.context is not None
-    assert server.parent is not None
-    assert (f"{server.context.trace_id:032x}", f"{server.parent.span_id:016x}") == (
-        TRACE_ID,
-        PARENT_ID,
-    )
+    _assert_served_under_the_caller(server, 200)
     assert server.attributes is not None
-    assert server.attributes["http.response.status_code"] == 200
     assert server.attributes["http.route"] == "/v1/chat/completions"
     request = _named(finished, "proxy.request")
     assert request.parent is not None
