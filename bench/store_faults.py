@@ -22,7 +22,9 @@ from tests.fixtures import faults
 
 
 async def _ready(gw: faults.FaultyGateway) -> bool:
-    statuses = [(await gw.client.get(f"{u}/readyz")).status_code for u in (gw.control, gw.proxy)]
+    statuses = [
+        (await gw.client.get(f"{u}/readyz")).status_code for u in (gw.control_url, gw.proxy_url)
+    ]
     return statuses == [200, 200]
 
 
@@ -31,19 +33,19 @@ async def main() -> None:
     faults.FAULT_SETTINGS["LEASEGATE_KEY_CACHE_TTL_S"] = "1"  # ... and a cache that ages fast
     with tempfile.TemporaryDirectory() as tmp:
         async with faults.faulty_gateway(Path(tmp)) as gw:
-            known = await gw.key("d-known")
+            known = await gw.minted_key(dispatch_id="d-known")
             if (await gw.chat(known)).status_code != 200:
                 raise SystemExit("the gateway did not serve a fresh key")
-            unseen = await gw.key("d-unseen")
+            unseen = await gw.minted_key(dispatch_id="d-unseen")
             await asyncio.sleep(1.2)
             for store, relay in (("postgres", gw.postgres), ("redis", gw.redis)):
                 relay.mode = "blackhole"
                 calls: list[tuple[str, Awaitable[httpx.Response]]] = [
-                    ("mint", gw.mint("d-during")),
+                    ("mint", gw.mint(dispatch_id="d-during")),
                     ("proxied call, unseen key", gw.chat(unseen)),
                     ("proxied call, known key", gw.chat(known)),
-                    ("control plane /readyz", gw.client.get(f"{gw.control}/readyz")),
-                    ("proxy /readyz", gw.client.get(f"{gw.proxy}/readyz")),
+                    ("control plane /readyz", gw.client.get(f"{gw.control_url}/readyz")),
+                    ("proxy /readyz", gw.client.get(f"{gw.proxy_url}/readyz")),
                 ]
                 for name, call in calls:
                     response, took = await faults.timed(call)

@@ -85,6 +85,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(
-            "DROP FUNCTION leasegate_commit_mint(json, json, timestamptz, integer, integer)"
-        )
+        op.execute("DROP FUNCTION leasegate_commit_mint(json, json, timestamptz, integer, integer)")

@@ -91,7 +91,7 @@ async def test_a_stale_revision_conflicts_and_revokes_nothing(gateway: Gateway) 
 
 
 async def test_only_admin_tokens_change_state(gateway: Gateway) -> None:
-    forbidden = await set_state(gateway, "disabled", 0, headers=gateway.control)
+    forbidden = await set_state(gateway, "disabled", 0, headers=gateway.control_headers)
     assert forbidden.status_code == 403
     assert forbidden.json()["error"]["code"] == "forbidden"
     unauthenticated = await set_state(gateway, "disabled", 0, headers={"Authorization": "x"})
@@ -114,7 +114,7 @@ async def test_draining_stops_new_mints_and_lets_live_keys_run(gateway: Gateway)
     refused = await gateway.mint(dispatch_id="d-2")
     assert refused.json()["error"]["passed_over"][0]["code"] == "administratively-draining"
     renewal = await gateway.client.post(
-        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control
+        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control_headers
     )
     assert (renewal.status_code, renewal.json()["error"]["code"]) == (
         409,
@@ -153,7 +153,7 @@ async def test_a_corrupt_chain_holds_every_mint_and_mutation(gateway: Gateway) -
     assert (error["code"], error["disposition"]) == ("account-state-unavailable", "held")
     assert error["mint_decision_id"].startswith("md_")
     renewal = await gateway.client.post(
-        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control
+        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control_headers
     )
     assert (renewal.status_code, renewal.json()["error"]["code"]) == (
         503,

@@ -72,7 +72,7 @@ async def test_bad_mint_bodies(gateway: Gateway, body: bytes) -> None:
     response = await gateway.client.post(
         f"{gateway.url}/control/v2/keys",
         content=body,
-        headers={**gateway.control, "Content-Type": "application/json"},
+        headers={**gateway.control_headers, "Content-Type": "application/json"},
     )
     _assert_envelope(response.status_code, response.json())
 
@@ -81,7 +81,7 @@ async def test_oversized_body_is_413(gateway: Gateway) -> None:
     huge = b'{"tenant": "' + b"x" * (9 * 1024 * 1024) + b'"}'
     minted = await gateway.minted(dispatch_id="huge-body")
     for path, auth in (
-        ("/control/v2/keys", gateway.control),
+        ("/control/v2/keys", gateway.control_headers),
         ("/v1/chat/completions", {"Authorization": f"Bearer {minted['key']}"}),
     ):
         response = await gateway.client.post(
@@ -98,7 +98,7 @@ async def test_oversized_body_is_413(gateway: Gateway) -> None:
     response = await gateway.client.post(
         f"{gateway.url}/v1/chat/completions",
         content=huge,
-        headers={**gateway.control, "Content-Type": "application/json"},
+        headers={**gateway.control_headers, "Content-Type": "application/json"},
     )
     _assert_envelope(response.status_code, response.json(), "key-invalid")
 
@@ -112,7 +112,7 @@ async def test_bad_evidence_queries(gateway: Gateway) -> None:
         "decision_id=%00",
     ):
         response = await gateway.client.get(
-            f"{gateway.url}/control/v2/evidence?{query}", headers=gateway.control
+            f"{gateway.url}/control/v2/evidence?{query}", headers=gateway.control_headers
         )
         _assert_envelope(response.status_code, response.json())
 
@@ -154,7 +154,7 @@ async def test_any_json_object_mint_body_is_never_a_5xx(
     gateway: Gateway, body: dict[str, object]
 ) -> None:
     response = await gateway.client.post(
-        f"{gateway.url}/control/v2/keys", json=body, headers=gateway.control
+        f"{gateway.url}/control/v2/keys", json=body, headers=gateway.control_headers
     )
     assert response.status_code < 500 or response.json()["error"]["code"] in {
         "no-eligible-account",

@@ -210,9 +210,7 @@ async def test_a_dispatch_chain_shows_the_hop(console: Console) -> None:
     assert first["account_id"] == "primary"
     assert (await gw.chat(first["key"])).status_code == 429
     await gw.evidence_for(first["mint_decision_id"])
-    revoked = await gw.client.delete(
-        f"{gw.url}/control/v2/keys/{first['key_id']}", headers=gw.control
-    )
+    revoked = await gw.revoke(first["key_id"])
     assert revoked.status_code == 204
     hop = await gw.minted(dispatch_id="hop-1", retry_of_mint_decision_id=first["mint_decision_id"])
     assert (hop["account_id"], hop["hop"]) == ("backup", 1)

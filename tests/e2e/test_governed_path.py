@@ -86,13 +86,9 @@ async def test_anthropic_messages_usage(gateway: Gateway) -> None:
 async def test_revoked_key_is_refused_and_recorded(gateway: Gateway) -> None:
     minted = await gateway.minted()
     assert (await gateway.chat(minted["key"])).status_code == 200
-    deleted = await gateway.client.delete(
-        f"{gateway.url}/control/v2/keys/{minted['key_id']}", headers=gateway.control
-    )
+    deleted = await gateway.revoke(minted["key_id"])
     assert deleted.status_code == 204
-    again = await gateway.client.delete(
-        f"{gateway.url}/control/v2/keys/{minted['key_id']}", headers=gateway.control
-    )
+    again = await gateway.revoke(minted["key_id"])
     assert again.status_code == 204  # idempotent
     refused = await gateway.chat(minted["key"])
     assert refused.status_code == 401
@@ -113,9 +109,7 @@ async def test_one_live_lease_per_dispatch(gateway: Gateway) -> None:
     assert error["code"] == "dispatch-lease-held"
     assert error["disposition"] == "held"
     assert error["mint_decision_id"]
-    await gateway.client.delete(
-        f"{gateway.url}/control/v2/keys/{first['key_id']}", headers=gateway.control
-    )
+    await gateway.revoke(first["key_id"])
     assert (await gateway.mint()).status_code == 201
 
 
@@ -151,7 +145,7 @@ async def test_endpoint_not_served_by_the_account(gateway: Gateway) -> None:
 async def test_renewal_moves_the_lease_to_a_new_key(gateway: Gateway) -> None:
     minted = await gateway.minted()
     renewed = await gateway.client.post(
-        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control
+        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control_headers
     )
     assert renewed.status_code == 201, renewed.text
     body = renewed.json()
@@ -160,7 +154,7 @@ async def test_renewal_moves_the_lease_to_a_new_key(gateway: Gateway) -> None:
     assert (await gateway.chat(body["key"])).status_code == 200
     assert (await gateway.chat(minted["key"])).json()["error"]["code"] == "key-revoked"
     stale = await gateway.client.post(
-        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control
+        f"{gateway.url}/control/v2/keys/{minted['key_id']}/renew", headers=gateway.control_headers
     )
     assert stale.status_code == 409
     assert stale.json()["error"]["code"] == "key-not-live"

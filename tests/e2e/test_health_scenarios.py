@@ -121,12 +121,12 @@ async def model_cools_while_another_carries_on(
     stream_error = n.p.endswith("stream-error")  # else a 503
     failure = Reply(error_after=2) if stream_error else Reply(status=503)
     ups[0].script = lambda r: failure if model_of(r) == n.big_served else None
-    key_a = await d.minted(n.big, f"{n.p}-1")
-    spare_a = await d.minted(n.big, f"{n.p}-2")  # minted before the trip
+    key_a = await d.minted(model=n.big, dispatch_id=f"{n.p}-1")
+    spare_a = await d.minted(model=n.big, dispatch_id=f"{n.p}-2")  # minted before the trip
     assert (key_a["account_id"], key_a["served_model"]) == (n.acct(), n.big_served)
 
     if stream_error:
-        failed = await d.chat(key_a, via=0, stream=True)
+        failed = await d.via(0).chat(key_a, stream=True)
         assert failed.status_code == 200  # the refusal is an event inside a 200 stream
         assert b'"error"' in failed.content
     else:
@@ -144,17 +144,17 @@ async def model_cools_while_another_carries_on(
     assert (row["requested_model"], row["served_model"]) == (n.big, n.big_served)
 
     # model B: still minted on the same account, and served by the other proxy
-    key_b = await d.minted(n.small, f"{n.p}-3")
+    key_b = await d.minted(model=n.small, dispatch_id=f"{n.p}-3")
     assert (key_b["account_id"], key_b["passed_over"]) == (n.acct(), [])
-    served = await d.chat(key_b, via=1)
+    served = await d.via(1).chat(key_b)
     assert served.status_code == 200, served.text
     assert served.headers["x-leasegate-account"] == n.acct()
 
     # model A: refused at mint, with the scope named, and at the proxy before any upstream call
-    refused = await d.mint(n.big, f"{n.p}-4")
+    refused = await d.mint(model=n.big, dispatch_id=f"{n.p}-4")
     assert_refused_for_health(refused, [{"account_id": n.acct(), "code": "model-cooling"}], "model")
     calls = ups[0].count
-    blocked = await d.chat(spare_a, via=1)
+    blocked = await d.via(1).chat(spare_a)
     assert blocked.status_code == 503
     assert blocked.json()["error"]["code"] == "model-cooling"
     assert 1 <= int(blocked.headers["retry-after"]) <= 30
@@ -165,7 +165,7 @@ async def model_cools_while_another_carries_on(
         assert f'leasegate_model_cooling{{account="{n.acct()}",model="{n.big_served}"}} 1.0' in text
         assert f'leasegate_model_cooling{{account="{n.acct()}",model="{n.small}"}} 0.0' in text
     failures = f'leasegate_upstream_failures_total{{account="{n.acct()}",model="{n.big_served}"'
-    assert f'{failures},scope="model"}} 1.0' in await d.metrics(d.proxy(0))
+    assert f'{failures},scope="model"}} 1.0' in await d.metrics(d.proxies[0])
     if events is not None:
         assert events() == [("cooldown-started", f"{n.acct()}/{n.big_served}", 1)]
 
@@ -179,14 +179,11 @@ async def succeed_across_the_trip(
     upstream.script = lambda r: (
         (slow if r.stream else failure) if model_of(r) == n.big_served else None
     )
-    early = await d.minted(n.big, f"{n.p}-5")
-    request = d.chat_request(early, via=1, stream=True)
-    async with d.client.stream(
-        request.method, request.url, content=request.content, headers=request.headers
-    ) as streaming:
+    early = await d.minted(model=n.big, dispatch_id=f"{n.p}-5")
+    async with d.via(1).open_chat(early) as streaming:
         chunks = streaming.aiter_raw()
         await anext(chunks)  # admitted and streaming: the health check is behind it
-        failed = await d.chat(key, via=0)
+        failed = await d.via(0).chat(key)
         await d.account_when(n.acct(), cooling(n.big_served))
         rest = b"".join([chunk async for chunk in chunks])
     assert (streaming.status_code, rest.rstrip().endswith(b"[DONE]")) == (200, True)
@@ -198,7 +195,7 @@ async def succeed_across_the_trip(
     )
     assert done["outcome"] == "success"
     assert ended_at(done) > ended_at(tripped), "the success must land during the cooldown"
-    view = await d.get(f"/accounts/{n.acct()}")
+    view = await d.control_get(f"/accounts/{n.acct()}")
     assert [(c["model"], c["trips"]) for c in view["cooling_models"]] == [(n.big_served, 1)]
     return failed
 
@@ -210,9 +207,9 @@ async def circuit_opens_for_every_model(
     d: Deployment, n: Names, ups: list[MockUpstream], events: Events
 ) -> None:
     ups[0].script = lambda r: Reply(status=401) if model_of(r) == n.big_served else None
-    key_big = await d.minted(n.big, f"{n.p}-1")
-    key_small = await d.minted(n.small, f"{n.p}-2")
-    assert (await d.chat(key_big, via=0)).status_code == 401
+    key_big = await d.minted(model=n.big, dispatch_id=f"{n.p}-1")
+    key_small = await d.minted(model=n.small, dispatch_id=f"{n.p}-2")
+    assert (await d.via(0).chat(key_big)).status_code == 401
 
     view = await d.account_when(n.acct(), lambda v: v["health"] == "circuit-open")
     assert view["circuit"]["open"] is True
@@ -221,12 +218,12 @@ async def circuit_opens_for_every_model(
     assert view["cooling_models"] == [], "an account fault cools no single model"
 
     calls = ups[0].count
-    blocked = await d.chat(key_small, via=1)  # the model that never failed
+    blocked = await d.via(1).chat(key_small)  # the model that never failed
     assert blocked.status_code == 503
     assert blocked.json()["error"]["code"] == "circuit-open"
     assert ups[0].count == calls
     for model, dispatch in ((n.big, f"{n.p}-3"), (n.small, f"{n.p}-4")):
-        refused = await d.mint(model, dispatch)
+        refused = await d.mint(model=model, dispatch_id=dispatch)
         assert_refused_for_health(
             refused, [{"account_id": n.acct(), "code": "circuit-open"}], "account"
         )
@@ -255,19 +252,19 @@ async def pool_skips_the_cooling_account(
     d: Deployment, n: Names, ups: list[MockUpstream], events: Events
 ) -> None:
     ups[0].script = lambda _: Reply(status=503)
-    first = await d.minted(n.big, f"{n.p}-1")
+    first = await d.minted(model=n.big, dispatch_id=f"{n.p}-1")
     assert (first["account_id"], first["fallback_position"]) == (n.acct(1), 0)
-    assert (await d.chat(first, via=0)).status_code == 503
+    assert (await d.via(0).chat(first)).status_code == 503
     await d.account_when(n.acct(1), cooling(n.big_served))
 
-    fresh = await d.minted(n.big, f"{n.p}-2")
+    fresh = await d.minted(model=n.big, dispatch_id=f"{n.p}-2")
     assert (fresh["account_id"], fresh["fallback_position"], fresh["hop"]) == (n.acct(2), 1, 0)
     assert fresh["passed_over"] == [{"account_id": n.acct(1), "code": "model-cooling"}]
-    served = await d.chat(fresh, via=1)
+    served = await d.via(1).chat(fresh)
     assert served.status_code == 200, served.text
     assert served.headers["x-leasegate-account"] == n.acct(2)
     assert (ups[0].count, ups[1].count) == (1, 1)
-    assert healthy(await d.get(f"/accounts/{n.acct(2)}"))
+    assert healthy(await d.control_get(f"/accounts/{n.acct(2)}"))
 
 
 # -- (d) after expiry: the one trial fails and re-trips for another base window; a success
@@ -284,11 +281,11 @@ async def one_trial_after_expiry(
     failing = Reply(status=503)
     replies: list[Reply | None] = [failing]
     ups[0].script = lambda _: replies[0]
-    key = await d.minted(n.big, f"{n.p}-1")
+    key = await d.minted(model=n.big, dispatch_id=f"{n.p}-1")
 
     async def trip(via: int, trips: int, seconds: float) -> None:
         calls = ups[0].count
-        failed = await d.chat(key, via=via)
+        failed = await d.via(via).chat(key)
         assert failed.status_code == 503, failed.text
         assert ups[0].count == calls + 1, "the upstream's 503, not a gateway refusal"
         view = await d.account_when(n.acct(), cooling(n.big_served))
@@ -301,7 +298,7 @@ async def one_trial_after_expiry(
     await trip(via=0, trips=1, seconds=1)  # BASE
     await trip(via=1, trips=2, seconds=1)  # half-open: the trial fails, one more window
     replies[0] = None
-    assert (await d.chat(key, via=0)).status_code == 200  # after expiry: the trips reset
+    assert (await d.via(0).chat(key)).status_code == 200  # after expiry: the trips reset
     replies[0] = failing
     await trip(via=1, trips=1, seconds=1)  # so the next trip starts at BASE again
     if events is not None:
@@ -325,10 +322,10 @@ async def retry_after_beats_the_backoff(
         n.small: Reply(status=503, headers={"retry-after": "3600"}),
     }
     ups[0].script = lambda r: replies.get(str(model_of(r)))
-    key_big = await d.minted(n.big, f"{n.p}-1")
-    key_small = await d.minted(n.small, f"{n.p}-2")
-    big_failed = await d.chat(key_big, via=0)
-    small_failed = await d.chat(key_small, via=1)
+    key_big = await d.minted(model=n.big, dispatch_id=f"{n.p}-1")
+    key_small = await d.minted(model=n.small, dispatch_id=f"{n.p}-2")
+    big_failed = await d.via(0).chat(key_big)
+    small_failed = await d.via(1).chat(key_small)
     assert (big_failed.status_code, small_failed.status_code) == (429, 503)
 
     view = await d.account_when(n.acct(), lambda v: len(v["cooling_models"]) == 2)
@@ -337,7 +334,7 @@ async def retry_after_beats_the_backoff(
     small = await cooldown_length(d, key_small, small_failed, until[n.small])
     assert 100 - 0.05 <= big <= 100.25, "Retry-After 100 beats the 30 s backoff"
     assert 600 - 0.05 <= small <= 600.25, "Retry-After 3600 is capped at MAX 600"
-    refused = await d.mint(n.big, f"{n.p}-3")
+    refused = await d.mint(model=n.big, dispatch_id=f"{n.p}-3")
     assert refused.status_code == 503
     assert 90 < refused.json()["error"]["retry_after_s"] <= 100
 

@@ -34,15 +34,15 @@ async def test_a_cooldown_opened_through_one_proxy_is_refused_by_the_other(
     async with MockUpstream(script) as upstream:
         accounts = [account_entry("hv-acct", upstream, {"hv-model": "hv-model"})]
         async with deployment("replicas", tmp_path, accounts, SETTINGS) as d:
-            key = await d.minted("hv-model", "hv-1")
+            key = await d.minted(model="hv-model", dispatch_id="hv-1")
             for via in (0, 1):  # both proxies know the key and find the pair healthy
-                assert (await d.chat(key, via=via)).status_code == 200
+                assert (await d.via(via).chat(key)).status_code == 200
             failing = True
-            assert (await d.chat(key, via=0)).status_code == 503  # the upstream's own 503
+            assert (await d.via(0).chat(key)).status_code == 503  # the upstream's own 503
             failing = False
             before = upstream.count
             await asyncio.sleep(0.1)
-            refused = await d.chat(key, via=1)
+            refused = await d.via(1).chat(key)
             assert refused.status_code == 503, refused.text
             assert refused.json()["error"]["code"] == "model-cooling"
             assert upstream.count == before, "the other proxy did not call the upstream"

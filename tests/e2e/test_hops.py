@@ -36,7 +36,7 @@ def make_pool(tmp_path: Path, stores_env: StoresEnv) -> PoolFactory:
 
 
 async def _revoke(gw: Gateway, key_id: str) -> None:
-    response = await gw.client.delete(f"{gw.url}/control/v2/keys/{key_id}", headers=gw.control)
+    response = await gw.revoke(key_id)
     assert response.status_code == 204
 
 
@@ -268,7 +268,7 @@ async def test_lost_mint_response_is_recovered_by_idempotent_replay_and_supersed
         gw = pool.gateway
         url = f"{gw.url}/control/v2/keys"
         body = {"tenant": TENANT, "dispatch_id": "d-1", "model": "gpt-4o"}
-        keyed = {**gw.control, "Idempotency-Key": "mint-d-1-attempt-1"}
+        keyed = {**gw.control_headers, "Idempotency-Key": "mint-d-1-attempt-1"}
         lost = (await gw.client.post(url, json=body, headers=keyed)).json()
 
         replayed = await gw.client.post(url, json={**body, "ttl_s": None}, headers=keyed)
@@ -306,7 +306,7 @@ async def test_lost_mint_response_is_recovered_by_idempotent_replay_and_supersed
 
         # a refused mint replays its refusal, with the same decision
         live = await gw.minted(dispatch_id="d-2")
-        keyed_2 = {**gw.control, "Idempotency-Key": "mint-d-2-attempt-2"}
+        keyed_2 = {**gw.control_headers, "Idempotency-Key": "mint-d-2-attempt-2"}
         body_2 = {**body, "dispatch_id": "d-2"}
         refused = await gw.client.post(url, json=body_2, headers=keyed_2)
         decision = _error(refused, 409, "dispatch-lease-held")["mint_decision_id"]
@@ -320,7 +320,7 @@ async def test_renewal_uses_no_hop_and_continues_the_chain(make_pool: PoolFactor
         gw = pool.gateway
         first = await gw.minted()
         renewed = await gw.client.post(
-            f"{gw.url}/control/v2/keys/{first['key_id']}/renew", headers=gw.control
+            f"{gw.url}/control/v2/keys/{first['key_id']}/renew", headers=gw.control_headers
         )
         assert renewed.status_code == 201, renewed.text  # never "revoke first"
         renewal = renewed.json()
@@ -351,7 +351,7 @@ async def test_concurrent_replays_of_one_idempotency_key_mint_once(make_pool: Po
     async with make_pool() as pool:
         gw = pool.gateway
         body = {"tenant": TENANT, "dispatch_id": "d-1", "model": "gpt-4o"}
-        keyed = {**gw.control, "Idempotency-Key": "mint-d-1-once"}
+        keyed = {**gw.control_headers, "Idempotency-Key": "mint-d-1-once"}
         answers = await asyncio.gather(
             *(
                 gw.client.post(f"{gw.url}/control/v2/keys", json=body, headers=keyed)

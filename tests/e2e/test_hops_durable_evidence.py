@@ -69,9 +69,7 @@ async def test_the_hop_citing_a_failure_is_granted_at_once_every_time(
                 if not stream:
                     assert failed.status_code == reply.status
 
-                revoked = await gw.client.delete(
-                    f"{gw.url}/control/v2/keys/{first['key_id']}", headers=gw.control
-                )
+                revoked = await gw.revoke(first["key_id"])
                 assert revoked.status_code == 204
                 hop = await gw.mint(
                     dispatch_id=f"d-{i}", retry_of_mint_decision_id=first["mint_decision_id"]

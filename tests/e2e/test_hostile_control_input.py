@@ -55,7 +55,9 @@ async def _post_json(
     ],
 )
 async def test_unstorable_mint_fields_are_400(gateway: Gateway, fields: dict[str, str]) -> None:
-    response = await _post_json(gateway, "/control/v2/keys", {**MINT, **fields}, gateway.control)
+    response = await _post_json(
+        gateway, "/control/v2/keys", {**MINT, **fields}, gateway.control_headers
+    )
     _assert_refused(response, 400, "invalid-request")
     # and the service is unharmed
     assert (await gateway.mint(dispatch_id="after")).status_code == 201
@@ -95,7 +97,9 @@ async def test_unstorable_tenant_budget_fields_are_400(gateway: Gateway) -> None
 async def test_ids_that_cannot_exist_are_404(
     gateway: Gateway, method: str, path: str, code: str | None
 ) -> None:
-    response = await gateway.client.request(method, f"{gateway.url}{path}", headers=gateway.control)
+    response = await gateway.client.request(
+        method, f"{gateway.url}{path}", headers=gateway.control_headers
+    )
     _assert_refused(response, 404, code)
     assert "location" not in response.headers
 
@@ -103,19 +107,23 @@ async def test_ids_that_cannot_exist_are_404(
 @pytest.mark.parametrize("since", ["0.5", "1700000000", "2026-01-01", "2026-01-01T00:00:00"])
 async def test_since_must_be_a_zoned_time(gateway: Gateway, since: str) -> None:
     response = await gateway.client.get(
-        f"{gateway.url}/control/v2/evidence", params={"since": since}, headers=gateway.control
+        f"{gateway.url}/control/v2/evidence",
+        params={"since": since},
+        headers=gateway.control_headers,
     )
     _assert_refused(response, 400, "invalid-request")
     good = await gateway.client.get(
         f"{gateway.url}/control/v2/evidence",
         params={"since": "2026-01-01T00:00:00Z"},
-        headers=gateway.control,
+        headers=gateway.control_headers,
     )
     assert good.status_code == 200
 
 
 async def test_405_names_the_allowed_methods(gateway: Gateway) -> None:
-    response = await gateway.client.put(f"{gateway.url}/control/v2/keys", headers=gateway.control)
+    response = await gateway.client.put(
+        f"{gateway.url}/control/v2/keys", headers=gateway.control_headers
+    )
     _assert_refused(response, 405, "method-not-allowed")
     assert "POST" in response.headers["allow"]
     proxy = await gateway.client.get(f"{gateway.url}/v1/chat/completions")
@@ -133,7 +141,7 @@ async def test_chunked_body_over_the_limit_is_413(gateway: Gateway) -> None:
     response = await gateway.client.post(
         f"{gateway.url}/control/v2/keys",
         content=ten_mb(),
-        headers={**gateway.control, "Content-Type": "application/json"},
+        headers={**gateway.control_headers, "Content-Type": "application/json"},
     )
     _assert_refused(response, 413, "invalid-request")
 
@@ -149,8 +157,11 @@ async def test_chunked_body_over_the_limit_is_413(gateway: Gateway) -> None:
 async def test_deep_json_is_400_on_every_body_route(gateway: Gateway, body: bytes) -> None:
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"}
     for path, headers in (
-        ("/control/v2/keys", {**gateway.control, "Content-Type": "application/json"}),
-        ("/control/v2/keys/k0123/renew", {**gateway.control, "Content-Type": "application/json"}),
+        ("/control/v2/keys", {**gateway.control_headers, "Content-Type": "application/json"}),
+        (
+            "/control/v2/keys/k0123/renew",
+            {**gateway.control_headers, "Content-Type": "application/json"},
+        ),
         ("/control/v2/accounts/openai-main/state", admin),
     ):
         response = await gateway.client.post(f"{gateway.url}{path}", content=body, headers=headers)
@@ -163,7 +174,7 @@ async def test_messages_never_echo_values(gateway: Gateway) -> None:
     error = _assert_refused(unknown, 404, "model-not-served")
     assert "secretish" not in str(error["message"])
     extra = await _post_json(
-        gateway, "/control/v2/keys", {**MINT, "gpt-x\u0000 weird field": 1}, gateway.control
+        gateway, "/control/v2/keys", {**MINT, "gpt-x\u0000 weird field": 1}, gateway.control_headers
     )
     _assert_refused(extra, 400, "invalid-request")
 

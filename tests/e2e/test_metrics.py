@@ -73,9 +73,7 @@ async def _drive(gw: Gateway, failing: Failing) -> None:
         first = first or minted
     assert first is not None
     await gw.evidence_for(first["mint_decision_id"])
-    revoked = await gw.client.delete(
-        f"{gw.url}/control/v2/keys/{first['key_id']}", headers=gw.control
-    )
+    revoked = await gw.revoke(first["key_id"])
     assert revoked.status_code == 204
     hop = await gw.minted(dispatch_id="fail-0", retry_of_mint_decision_id=first["mint_decision_id"])
     assert hop["hop"] == 1

@@ -96,7 +96,7 @@ async def test_every_row_carries_its_exact_cost_and_unpriced_models_none(
         pool.primary.fail = True
         assert (await gw.chat(minted["key"])).status_code == 503
         await gw.evidence_for(minted["mint_decision_id"], count=2)  # the hop's licence
-        await gw.client.delete(f"{gw.url}/control/v2/keys/{minted['key_id']}", headers=gw.control)
+        await gw.revoke(minted["key_id"])
         hop = await gw.minted(retry_of_mint_decision_id=minted["mint_decision_id"])
         assert hop["account_id"] == "backup"
         assert (await gw.chat(hop["key"])).status_code == 200
@@ -117,7 +117,7 @@ async def test_a_budget_is_refused_once_reached_and_a_hop_spends_the_chains_rema
         pool.primary.fail = True
         assert (await gw.chat(minted["key"])).status_code == 503  # no usage: nothing spent
         await gw.evidence_for(minted["mint_decision_id"], count=2)  # the hop's licence
-        await gw.client.delete(f"{gw.url}/control/v2/keys/{minted['key_id']}", headers=gw.control)
+        await gw.revoke(minted["key_id"])
 
         different = await gw.mint(
             retry_of_mint_decision_id=minted["mint_decision_id"], budget={"max_tokens": 10**6}
@@ -190,15 +190,15 @@ async def test_usage_totals_equal_the_sum_of_evidence_rows_and_the_cli_prints_th
         assert Decimal(account["spend_today"]["cost"]) == 4 * COST
 
         bad = await gw.client.get(
-            f"{gw.url}/control/v2/usage?group_by=tenant,nope", headers=gw.control
+            f"{gw.url}/control/v2/usage?group_by=tenant,nope", headers=gw.control_headers
         )
         _refused(bad, 400, "invalid-request")
         naive = await gw.client.get(
-            f"{gw.url}/control/v2/usage?since=2026-01-01T00:00:00", headers=gw.control
+            f"{gw.url}/control/v2/usage?since=2026-01-01T00:00:00", headers=gw.control_headers
         )
         _refused(naive, 400, "invalid-request")
 
-        argv = ["usage", "--url", gw.url, "--token", gw.control["Authorization"][7:]]
+        argv = ["usage", "--url", gw.url, "--token", gw.control_headers["Authorization"][7:]]
         assert (
             await asyncio.to_thread(main, [*argv, "--group-by", "tenant", "--format", "csv"]) == 0
         )

@@ -16,7 +16,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,10 @@ from leasegate.cli.main import main
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from leasegate.proxy.tenant_budgets import REFRESH_S
 from leasegate.spend import seconds_left
-from tests.fixtures.deployments import deployment
+from tests.fixtures.deployments import Deployment, deployment
+from tests.fixtures.gateway_client import GatewayClient
 from tests.fixtures.gateways import (
     ADMIN_TOKEN,
-    CONTROL_TOKEN,
     account_entry,
     gateway_env,
     in_process_gateway,
@@ -40,7 +40,6 @@ from tests.fixtures.services import StoresEnv
 
 PER_REQUEST = 16
 PRICES = {"input": "2.50", "output": "10.00", "cache_read": "1.25"}
-CONTROL = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 CROSSING_BOUND_S = 1.0
 
@@ -53,50 +52,19 @@ class Failing:
         return Reply(status=503) if self.fail else None
 
 
-@dataclass
-class Site:
-    control: str
-    proxies: list[str]
-    client: httpx.AsyncClient
-    primary: Failing = field(default_factory=Failing)
+async def set_budget(
+    gateway: GatewayClient, tenant: str, body: dict[str, Any], *, as_admin: bool = True
+) -> httpx.Response:
+    headers = ADMIN if as_admin else gateway.control_headers
+    return await gateway.client.post(
+        f"{gateway.control_url}/control/v2/tenants/{tenant}/budget",
+        json={"reason": "test", **body},
+        headers=headers,
+    )
 
-    async def mint(self, tenant: str, dispatch_id: str, **body: Any) -> httpx.Response:
-        payload = {"tenant": tenant, "dispatch_id": dispatch_id, "model": "gpt-4o", **body}
-        return await self.client.post(
-            f"{self.control}/control/v2/keys", json=payload, headers=CONTROL
-        )
 
-    async def minted(self, tenant: str, dispatch_id: str, **body: Any) -> dict[str, Any]:
-        response = await self.mint(tenant, dispatch_id, **body)
-        assert response.status_code == 201, response.text
-        minted: dict[str, Any] = response.json()
-        return minted
-
-    async def chat(self, key: dict[str, Any], via: int = 0) -> httpx.Response:
-        return await self.client.post(
-            f"{self.proxies[via % len(self.proxies)]}/v1/chat/completions",
-            json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
-            headers={"Authorization": f"Bearer {key['key']}"},
-        )
-
-    async def set_budget(
-        self, tenant: str, body: dict[str, Any], *, as_admin: bool = True
-    ) -> httpx.Response:
-        headers = ADMIN if as_admin else CONTROL
-        return await self.client.post(
-            f"{self.control}/control/v2/tenants/{tenant}/budget",
-            json={"reason": "test", **body},
-            headers=headers,
-        )
-
-    async def get(self, path: str) -> dict[str, Any]:
-        response = await self.client.get(f"{self.control}/control/v2{path}", headers=CONTROL)
-        assert response.status_code == 200, response.text
-        body: dict[str, Any] = response.json()
-        return body
-
-    async def revision(self) -> int:
-        return int((await self.get("/accounts"))["revision"])
+async def audit_revision(gateway: GatewayClient) -> int:
+    return int((await gateway.control_get("/accounts"))["revision"])
 
 
 def refused(response: httpx.Response, code: str, status: int = 402) -> dict[str, Any]:
@@ -106,14 +74,16 @@ def refused(response: httpx.Response, code: str, status: int = 402) -> dict[str,
     return error
 
 
-async def all_refuse(site: Site, keys: list[dict[str, Any]], code: str) -> float:
+async def all_refuse(
+    gateway: GatewayClient, proxies: list[str], keys: list[dict[str, Any]], code: str
+) -> float:
     """Seconds from now to the start of the first round of requests that every proxy refused
     for every key with `code` (polled; bounded). A round's own latency is not counted: the
     refusals were in place when it started."""
     started = time.monotonic()
     while time.monotonic() - started < 5 * CROSSING_BOUND_S:
         round_at = time.monotonic()
-        answers = [await site.chat(k, via) for k in keys for via in range(len(site.proxies))]
+        answers = [await gateway.at(proxy_url=p).chat(k) for k in keys for p in proxies]
         if all(a.status_code == 402 and a.json()["error"]["code"] == code for a in answers):
             return round_at - started
         await asyncio.sleep(0.05)
@@ -138,100 +108,109 @@ def env_of(tmp_path: Path, entries: list[dict[str, Any]], stores: StoresEnv) -> 
 
 
 @asynccontextmanager
-async def two_proxies(tmp_path: Path) -> AsyncIterator[Site]:
+async def two_proxies(tmp_path: Path) -> AsyncIterator[tuple[Deployment, Failing]]:
+    """Two proxies (`replicas`) in front of a primary the test fails at will and a backup."""
     failing = Failing()
     async with (
         MockUpstream(failing, chunks=4) as primary,
         MockUpstream(chunks=4) as backup,
         deployment("replicas", tmp_path, accounts(primary, backup), {}, currency="USD") as site,
     ):
-        yield Site(site.control, site.proxies, site.client, failing)
+        yield site, failing
 
 
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.redis
 async def test_two_proxies_enforce_a_tenant_budget_and_a_dispatch_budget(tmp_path: Path) -> None:
-    async with two_proxies(tmp_path) as site:
+    async with two_proxies(tmp_path) as (site, primary):
         await _tenant_budget_crossed(site, f"acme/{secrets.token_hex(3)}")
-        await _dispatch_budget_crossed_mid_chain(site, f"beta/{secrets.token_hex(3)}")
+        await _dispatch_budget_crossed_mid_chain(site, primary, f"beta/{secrets.token_hex(3)}")
 
 
-async def _tenant_budget_crossed(site: Site, tenant: str) -> None:
-    revision = await site.revision()
+async def _tenant_budget_crossed(site: Deployment, tenant: str) -> None:
+    revision = await audit_revision(site)
     budget = {"period": "day", "max_tokens": 3 * PER_REQUEST + 1}
-    forbidden = await site.set_budget(
-        tenant, {"expected_revision": revision, **budget}, as_admin=False
+    forbidden = await set_budget(
+        site, tenant, {"expected_revision": revision, **budget}, as_admin=False
     )
     refused(forbidden, "forbidden", 403)
-    stale = await site.set_budget(tenant, {"expected_revision": revision + 7, **budget})
+    stale = await set_budget(site, tenant, {"expected_revision": revision + 7, **budget})
     refused(stale, "revision-conflict", 409)
-    answer = await site.set_budget(tenant, {"expected_revision": revision, **budget})
+    answer = await set_budget(site, tenant, {"expected_revision": revision, **budget})
     assert answer.status_code == 200, answer.text
     view = answer.json()
     assert view["budget"] == {"period": "day", "max_tokens": 49, "max_cost": None}
     assert view["revision"] == revision + 1
     assert view["record"]["kind"] == "tenant-budget"
     assert view["record"]["actor"] == "ops-alice"
-    audit = await site.get("/audit")
+    audit = await site.control_get("/audit")
     assert audit["chain"] == "ok"
     assert audit["records"][-1]["tenant"] == tenant
 
-    first = await site.minted(tenant, "d-1")
-    second = await site.minted(tenant, "d-2")
+    first = await site.minted(tenant=tenant, dispatch_id="d-1")
+    second = await site.minted(tenant=tenant, dispatch_id="d-2")
     # 16, 32, 48 spent: the fourth starts below 49 and takes the tenant to 64
     for key, via in ((first, 0), (second, 1), (first, 1), (second, 0)):
-        assert (await site.chat(key, via)).status_code == 200
-    took = await all_refuse(site, [first, second], "tenant-budget-exhausted")
+        assert (await site.via(via).chat(key)).status_code == 200
+    took = await all_refuse(site, site.proxies, [first, second], "tenant-budget-exhausted")
     assert took < CROSSING_BOUND_S
 
-    error = refused(await site.chat(first, 1), "tenant-budget-exhausted")
+    error = refused(await site.via(1).chat(first), "tenant-budget-exhausted")
     assert error["disposition"] == "held"
-    mint = refused(await site.mint(tenant, "d-3"), "tenant-budget-exhausted")
+    mint = refused(await site.mint(tenant=tenant, dispatch_id="d-3"), "tenant-budget-exhausted")
     assert mint["disposition"] == "held"
     left = seconds_left(datetime.now(UTC), "day")
     assert left - 0.01 <= mint["retry_after_s"] <= left + 30  # asked before `left` was
-    other = await site.minted(f"{tenant}-other", "d-1")  # another tenant is not affected
-    assert (await site.chat(other, 1)).status_code == 200
+    other = await site.minted(
+        tenant=f"{tenant}-other", dispatch_id="d-1"
+    )  # another tenant is not affected
+    assert (await site.via(1).chat(other)).status_code == 200
 
-    status = await site.get(f"/tenants/{tenant}/budget")
+    status = await site.control_get(f"/tenants/{tenant}/budget")
     assert (status["spent"]["tokens"], status["spent"]["exhausted"]) == (4 * PER_REQUEST, True)
-    listed = await site.get("/tenants")
+    listed = await site.control_get("/tenants")
     assert [t["tenant"] for t in listed["tenants"]] == [tenant]
 
-    cleared = await site.set_budget(tenant, {"expected_revision": revision + 1, "clear": True})
+    cleared = await set_budget(site, tenant, {"expected_revision": revision + 1, "clear": True})
     assert cleared.status_code == 200, cleared.text
     assert cleared.json()["budget"] is None
-    assert (await site.mint(tenant, "d-3")).status_code == 201
+    assert (await site.mint(tenant=tenant, dispatch_id="d-3")).status_code == 201
     started = time.monotonic()
-    while (await site.chat(first, 0)).status_code != 200 or (
-        await site.chat(first, 1)
+    while (await site.via(0).chat(first)).status_code != 200 or (
+        await site.via(1).chat(first)
     ).status_code != 200:
         assert time.monotonic() - started < 5 * CROSSING_BOUND_S
         await asyncio.sleep(0.05)
 
 
-async def _dispatch_budget_crossed_mid_chain(site: Site, tenant: str) -> None:
-    minted = await site.minted(tenant, "d-1", budget={"max_tokens": 3 * PER_REQUEST + 1})
-    assert (await site.chat(minted, 0)).status_code == 200  # 16
-    site.primary.fail = True
-    assert (await site.chat(minted, 1)).status_code == 503  # no usage: nothing spent
+async def _dispatch_budget_crossed_mid_chain(
+    site: Deployment, primary: Failing, tenant: str
+) -> None:
+    minted = await site.minted(
+        tenant=tenant, dispatch_id="d-1", budget={"max_tokens": 3 * PER_REQUEST + 1}
+    )
+    assert (await site.via(0).chat(minted)).status_code == 200  # 16
+    primary.fail = True
+    assert (await site.via(1).chat(minted)).status_code == 503  # no usage: nothing spent
     for _ in range(200):  # the failure's evidence row licenses the hop
-        rows = (await site.get(f"/evidence?decision_id={minted['mint_decision_id']}"))["evidence"]
+        rows = (await site.control_get(f"/evidence?decision_id={minted['mint_decision_id']}"))[
+            "evidence"
+        ]
         if len(rows) >= 2:
             break
         await asyncio.sleep(0.025)
-    deleted = await site.client.delete(
-        f"{site.control}/control/v2/keys/{minted['key_id']}", headers=CONTROL
-    )
+    deleted = await site.revoke(minted["key_id"])
     assert deleted.status_code == 204
-    hop = await site.minted(tenant, "d-1", retry_of_mint_decision_id=minted["mint_decision_id"])
+    hop = await site.minted(
+        tenant=tenant, dispatch_id="d-1", retry_of_mint_decision_id=minted["mint_decision_id"]
+    )
     assert (hop["account_id"], hop["chain_id"]) == ("backup", minted["chain_id"])
     for via in (1, 0, 1):  # 32, 48, 64: the hop spends the chain's remainder on both proxies
-        assert (await site.chat(hop, via)).status_code == 200
-    took = await all_refuse(site, [hop], "dispatch-budget-exhausted")
+        assert (await site.via(via).chat(hop)).status_code == 200
+    took = await all_refuse(site, site.proxies, [hop], "dispatch-budget-exhausted")
     assert took < CROSSING_BOUND_S
-    site.primary.fail = False
+    primary.fail = False
 
 
 class SteppedClock:
@@ -254,32 +233,33 @@ async def test_a_tenant_refused_at_the_end_of_a_month_recovers_when_the_month_en
     async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
         env = env_of(tmp_path, accounts(primary, backup), stores_env)
         async with in_process_gateway(env, clock=clock) as gw:
-            url, client = gw.url, gw.client
-            site = Site(url, [url], client)
+            site = gw
             tenant = "acme/monthly"
             # one request costs 8 x 2.50 + 4 x 1.25 + 4 x 10.00 = 65 millionths
             budget = {"expected_revision": 0, "period": "month", "max_cost": "0.000065"}
-            set_ = await site.set_budget(tenant, budget)
+            set_ = await set_budget(site, tenant, budget)
             assert set_.status_code == 200, set_.text
-            key = await site.minted(tenant, "d-1", ttl_s=3600)
+            key = await site.minted(tenant=tenant, dispatch_id="d-1", ttl_s=3600)
             assert (await site.chat(key)).status_code == 200
             error = refused(await site.chat(key), "tenant-budget-exhausted")
             assert error["retry_after_s"] == 60.0
-            mint = refused(await site.mint(tenant, "d-2"), "tenant-budget-exhausted")
+            mint = refused(
+                await site.mint(tenant=tenant, dispatch_id="d-2"), "tenant-budget-exhausted"
+            )
             assert mint["retry_after_s"] == 60.0
-            status = await site.get(f"/tenants/{tenant}/budget")
+            status = await site.control_get(f"/tenants/{tenant}/budget")
             assert status["spent"]["cost"] == "0.000065"
             assert status["spent"]["period_end"] == "2027-01-01T00:00:00.000Z"
-            metrics = (await client.get(f"{url}/metrics")).text
+            metrics = await site.metrics()
             gauge = 'leasegate_tenant_budget_spent_fraction{period="month",tenant="acme/monthly"}'
             assert f"{gauge} 1.0" in metrics.splitlines()
             cost = 'leasegate_proxy_cost_total{account="primary",model="gpt-4o-a"}'
             assert f"{cost} 6.5e-05" in metrics.splitlines()
 
             clock.at += timedelta(seconds=60)  # January: a new period, a new running total
-            assert (await site.mint(tenant, "d-2")).status_code == 201
+            assert (await site.mint(tenant=tenant, dispatch_id="d-2")).status_code == 201
             assert (await site.chat(key)).status_code == 200
-            status = await site.get(f"/tenants/{tenant}/budget")
+            status = await site.control_get(f"/tenants/{tenant}/budget")
             assert (status["spent"]["cost"], status["spent"]["exhausted"]) == ("0.000065", True)
 
 
@@ -289,27 +269,27 @@ async def test_a_budget_set_mid_period_counts_the_tenants_spend_so_far(
     async with MockUpstream(chunks=4) as primary, MockUpstream(chunks=4) as backup:
         env = env_of(tmp_path, accounts(primary, backup), stores_env)
         async with in_process_gateway(env) as gw:
-            site = Site(gw.url, [gw.url], gw.client)
-            key = await site.minted("acme/web", "d-1")
-            other = await site.minted("acme/api", "d-1")
+            site = gw
+            key = await site.minted(tenant="acme/web", dispatch_id="d-1")
+            other = await site.minted(tenant="acme/api", dispatch_id="d-1")
             for spender in (key, key, other):
                 assert (await site.chat(spender)).status_code == 200
             for minted, count in ((key, 2), (other, 1)):
                 path = f"/evidence?decision_id={minted['mint_decision_id']}"
                 for _ in range(200):
-                    if len((await site.get(path))["evidence"]) == count:
+                    if len((await site.control_get(path))["evidence"]) == count:
                         break
                     await asyncio.sleep(0.025)
 
             budget = {"expected_revision": 0, "period": "day", "max_tokens": 3 * PER_REQUEST}
-            answer = await site.set_budget("acme/web", budget)
+            answer = await set_budget(site, "acme/web", budget)
             assert answer.status_code == 200, answer.text
             spent = answer.json()["spent"]
             assert (spent["tokens"], spent["exhausted"]) == (2 * PER_REQUEST, False)
             assert spent["cost"] == "0.00013"  # two requests' evidence, not acme/api's
             await asyncio.sleep(REFRESH_S)  # the proxy learns budgets within this age
             assert (await site.chat(key)).status_code == 200  # 48: reached
-            await all_refuse(site, [key], "tenant-budget-exhausted")
+            await all_refuse(site, [site.url], [key], "tenant-budget-exhausted")
             assert (await site.chat(other)).status_code == 200
 
 

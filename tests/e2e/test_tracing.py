@@ -124,7 +124,7 @@ async def test_a_mint_is_a_child_of_the_callers_trace_with_its_steps(
     response = await gw.client.post(
         f"{gw.url}/control/v2/keys",
         json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "gpt-4o"},
-        headers={**gw.control, "traceparent": TRACEPARENT},
+        headers={**gw.control_headers, "traceparent": TRACEPARENT},
     )
     assert response.status_code == 201
     finished = exporter.get_finished_spans()

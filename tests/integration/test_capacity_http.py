@@ -41,8 +41,8 @@ async def _mint_many(
     return list(
         await asyncio.gather(
             *(
-                cluster.mint(
-                    controls[i % len(controls)], tenant=tenant, dispatch_id=f"d-{i}", model=model
+                cluster.at(control_url=controls[i % len(controls)]).mint(
+                    tenant=tenant, dispatch_id=f"d-{i}", model=model
                 )
                 for i in range(count)
             )
@@ -54,16 +54,12 @@ async def _revoke_all(cluster: Cluster, minted: list[httpx.Response]) -> None:
     """Every key revoked at once, through both control planes in turn."""
     key_ids = [response.json()["key_id"] for response in minted]
     revoked = await asyncio.gather(
-        *(cluster.revoke(cluster.controls[i % 2], key_id) for i, key_id in enumerate(key_ids))
+        *(
+            cluster.at(control_url=cluster.controls[i % 2]).revoke(key_id)
+            for i, key_id in enumerate(key_ids)
+        )
     )
     assert {response.status_code for response in revoked} == {204}
-
-
-async def _key(cluster: Cluster, tenant: str, model: str) -> str:
-    response = await cluster.mint(cluster.controls[0], tenant=tenant, model=model)
-    assert response.status_code == 201, response.text
-    key: str = response.json()["key"]
-    return key
 
 
 async def _settles_at_zero(cluster: Cluster, account_id: str) -> None:
@@ -92,7 +88,7 @@ async def test_200_concurrent_mints_take_exactly_the_lease_capacity(
         assert error["code"] == "no-eligible-account"
         assert error["passed_over"] == [{"account_id": "solo", "code": FULL}]
     for control in cluster.controls:  # every replica reads the same truth
-        view = await cluster.account("solo", control)
+        view = await cluster.at(control_url=control).account("solo")
         assert (view["leases_held"], view["lease_capacity"]) == (10, 10)
         assert 'leasegate_account_leases_held{account="solo"} 10.0' in await cluster.metrics(
             control
@@ -101,7 +97,7 @@ async def test_200_concurrent_mints_take_exactly_the_lease_capacity(
     await _revoke_all(cluster, created)
 
     for control in cluster.controls:
-        assert (await cluster.account("solo", control))["leases_held"] == 0
+        assert (await cluster.at(control_url=control).account("solo"))["leases_held"] == 0
         assert 'leasegate_account_leases_held{account="solo"} 0.0' in await cluster.metrics(control)
 
 
@@ -124,7 +120,9 @@ async def test_with_a_second_account_in_the_pool_the_rest_land_on_it(cluster: Cl
     await _revoke_all(cluster, responses)
 
     for account_id in ("pooled", "overflow"):
-        assert (await cluster.account(account_id, cluster.controls[1]))["leases_held"] == 0
+        assert (await cluster.at(control_url=cluster.controls[1]).account(account_id))[
+            "leases_held"
+        ] == 0
 
 
 async def test_50_concurrent_mints_for_one_dispatch_leave_one_live_lease(
@@ -132,8 +130,8 @@ async def test_50_concurrent_mints_for_one_dispatch_leave_one_live_lease(
 ) -> None:
     responses = await asyncio.gather(
         *(
-            cluster.mint(
-                cluster.controls[i % 2], tenant="t-dispatch", dispatch_id="d-81", model="free-model"
+            cluster.at(control_url=cluster.controls[i % 2]).mint(
+                tenant="t-dispatch", dispatch_id="d-81", model="free-model"
             )
             for i in range(50)
         )
@@ -147,8 +145,8 @@ async def test_50_concurrent_mints_for_one_dispatch_leave_one_live_lease(
     assert (await cluster.account("free"))["leases_held"] == 1
 
     await _revoke_all(cluster, created)  # revoking frees the dispatch for its next mint
-    again = await cluster.mint(
-        cluster.controls[1], tenant="t-dispatch", dispatch_id="d-81", model="free-model"
+    again = await cluster.at(control_url=cluster.controls[1]).mint(
+        tenant="t-dispatch", dispatch_id="d-81", model="free-model"
     )
     assert again.status_code == 201, again.text
     await _revoke_all(cluster, [again])
@@ -157,12 +155,16 @@ async def test_50_concurrent_mints_for_one_dispatch_leave_one_live_lease(
 async def test_100_streams_through_two_proxies_never_exceed_the_request_capacity(
     cluster: Cluster,
 ) -> None:
-    keys = [await _key(cluster, tenant, "slow-model") for tenant in ("t-slots", "t-slots-2")]
+    keys = [
+        await cluster.minted_key(tenant=tenant, model="slow-model")
+        for tenant in ("t-slots", "t-slots-2")
+    ]
     cluster.slow.max_in_flight = 0
     before = cluster.slow.count
 
     async def stream(i: int) -> tuple[int, bytes]:
-        async with cluster.chat(cluster.proxies[i % 2], keys[i % 2], "slow-model") as response:
+        proxied = cluster.at(proxy_url=cluster.proxies[i % 2])
+        async with proxied.open_chat(keys[i % 2], model="slow-model") as response:
             return response.status_code, await response.aread()
 
     results = await asyncio.gather(*(stream(i) for i in range(100)))
@@ -179,7 +181,7 @@ async def test_100_streams_through_two_proxies_never_exceed_the_request_capacity
     assert cluster.slow.max_in_flight <= 5  # the mock counted: never more than the ceiling
     assert cluster.slow.count - before == len(ok)  # a refused request never reached it
     await _settles_at_zero(cluster, "slots")
-    view = await cluster.account("slots", cluster.controls[1])
+    view = await cluster.at(control_url=cluster.controls[1]).account("slots")
     assert (view["requests_in_flight"], view["request_capacity"]) == (0, 5)
 
 
@@ -203,7 +205,9 @@ async def _open_streams(
     """
     opened = []
     for _ in range(count):
-        response = await streams.enter_async_context(cluster.chat(proxy, key, "stuck-model"))
+        response = await streams.enter_async_context(
+            cluster.at(proxy_url=proxy).open_chat(key, model="stuck-model")
+        )
         assert response.status_code == 200, await response.aread()
         chunks = response.aiter_raw()
         await anext(chunks)
@@ -220,7 +224,7 @@ async def _close(opened: list[Opened]) -> None:
 async def test_a_proxy_killed_mid_stream_gives_its_slots_back_within_the_lease(
     cluster: Cluster,
 ) -> None:
-    key = await _key(cluster, "t-crash", "stuck-model")
+    key = await cluster.minted_key(tenant="t-crash", model="stuck-model")
     slots_key = slots_key_of(cluster.prefix, "crash")
     victim_env = {**cluster.env, "LEASEGATE_REQUEST_SLOT_LEASE_S": str(SLOT_LEASE_S)}
     with ExitStack() as processes:
@@ -248,7 +252,9 @@ async def test_a_proxy_killed_mid_stream_gives_its_slots_back_within_the_lease(
     # The whole ceiling is back: five streams on a surviving proxy, the sixth refused.
     async with AsyncExitStack() as streams:
         held = await _open_streams(cluster, streams, cluster.proxies[0], key, 5)
-        async with cluster.chat(cluster.proxies[1], key, "stuck-model") as sixth:
+        async with cluster.at(proxy_url=cluster.proxies[1]).open_chat(
+            key, model="stuck-model"
+        ) as sixth:
             assert sixth.status_code == 429
         assert (await cluster.account("crash"))["requests_in_flight"] == 5
         await _close(held)  # the client goes away: each slot comes back at once

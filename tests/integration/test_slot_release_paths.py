@@ -19,37 +19,29 @@ from leasegate.core.records import EvidenceRow
 from leasegate.demo.upstream import MockUpstream, Reply
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.upstream.clients import UpstreamRequest, UpstreamResponse
-from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env, in_process_gateway
+from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import StoresEnv
-
-AUTH = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
 
 
 @dataclass
 class Harness:
-    url: str
-    client: httpx.AsyncClient
+    """The gateway, its one upstream, and the key minted for the account with one slot."""
+
+    gateway: Gateway
     upstream: MockUpstream
-    proxy: ProxyRuntime
-    key: str = ""
+    key: str
+
+    @property
+    def proxy(self) -> ProxyRuntime:
+        runtime: ProxyRuntime = self.gateway.app.state.proxy
+        return runtime
 
     def chat(self, *, stream: bool = True, client: httpx.AsyncClient | None = None) -> Any:
-        return (client or self.client).stream(
-            "POST",
-            f"{self.url}/v1/chat/completions",
-            json={
-                "model": "gpt-4o",
-                "stream": stream,
-                "messages": [{"role": "user", "content": "hi"}],
-            },
-            headers={"Authorization": f"Bearer {self.key}"},
-        )
+        return self.gateway.open_chat(self.key, stream=stream, client=client)
 
-    async def in_flight(self) -> int:
-        response = await self.client.get(f"{self.url}/control/v2/accounts/one", headers=AUTH)
-        count: int = response.json()["requests_in_flight"]
-        return count
+    async def in_flight(self) -> int | None:
+        return await self.gateway.requests_in_flight("one")
 
     async def settles_at_zero(self) -> None:
         for _ in range(100):
@@ -72,22 +64,9 @@ async def harness(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Harnes
     and a key minted for it."""
     async with MockUpstream() as upstream:
         account = account_entry("one", upstream, {"gpt-4o": "gpt-4o"}, request_capacity=1)
-        env = gateway_env(
-            tmp_path,
-            [account],
-            **stores_env,
-        )
+        env = gateway_env(tmp_path, [account], **stores_env)
         async with in_process_gateway(env, [upstream]) as gw:
-            url, client = gw.url, gw.client
-            harness = Harness(url, client, upstream, gw.app.state.proxy)
-            minted = await client.post(
-                f"{url}/control/v2/keys",
-                json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "gpt-4o"},
-                headers=AUTH,
-            )
-            assert minted.status_code == 201, minted.text
-            harness.key = minted.json()["key"]
-            yield harness
+            yield Harness(gw, upstream, await gw.minted_key())
 
 
 async def test_a_client_that_goes_away_mid_stream_gives_the_slot_back(harness: Harness) -> None:

@@ -55,13 +55,13 @@ async def test_store_partitions_and_crashes_under_running_processes(tmp_path: Pa
 
 async def postgres_partition(gw: FaultyGateway) -> None:
     """Answers in time, known keys keep serving, recovery without a restart."""
-    known = await gw.key("d-known")
+    known = await gw.minted_key(dispatch_id="d-known")
     assert (await gw.chat(known)).status_code == 200  # now in the proxy's key cache
-    unseen = await gw.key("d-unseen")  # minted, never presented to the proxy
+    unseen = await gw.minted_key(dispatch_id="d-unseen")  # minted, never presented to the proxy
     await asyncio.sleep(1.2)  # the key cache (1 s) has aged out: the database is asked
 
     gw.postgres.mode = "blackhole"
-    minted, took = await timed(gw.mint("d-during"))
+    minted, took = await timed(gw.mint(dispatch_id="d-during"))
     assert_unavailable(minted)
     assert took < ANSWER_WITHIN_S, f"mint answered after {took:.1f} s"
 
@@ -73,44 +73,44 @@ async def postgres_partition(gw: FaultyGateway) -> None:
         served, took = await timed(gw.chat(known))
         assert served.status_code == 200, served.text
         assert took < ANSWER_WITHIN_S
-    await assert_unready(gw.client, gw.control, "database")
-    await assert_unready(gw.client, gw.proxy, "database")
+    await assert_unready(gw.client, gw.control_url, "database")
+    await assert_unready(gw.client, gw.proxy_url, "database")
 
     gw.postgres.mode = "pass"
-    await eventually(lambda: ready(gw, gw.control, gw.proxy), RECOVER_WITHIN_S)
+    await eventually(lambda: ready(gw, gw.control_url, gw.proxy_url), RECOVER_WITHIN_S)
     assert (await gw.chat(unseen)).status_code == 200
-    assert (await gw.mint("d-after")).status_code == 201
+    assert (await gw.mint(dispatch_id="d-after")).status_code == 201
 
 
 async def redis_partition(gw: FaultyGateway) -> None:
-    key = await gw.key("d-1")
+    key = await gw.minted_key(dispatch_id="d-1")
     assert (await gw.chat(key)).status_code == 200
 
     gw.redis.mode = "blackhole"
     refused, took = await timed(gw.chat(key))
     assert_unavailable(refused)
     assert took < ANSWER_WITHIN_S, f"proxy answered after {took:.1f} s"
-    minted, took = await timed(gw.mint("d-2"))
+    minted, took = await timed(gw.mint(dispatch_id="d-2"))
     assert_unavailable(minted)
     assert took < ANSWER_WITHIN_S, f"mint answered after {took:.1f} s"
-    await assert_unready(gw.client, gw.control, "redis")
-    await assert_unready(gw.client, gw.proxy, "redis")
+    await assert_unready(gw.client, gw.control_url, "redis")
+    await assert_unready(gw.client, gw.proxy_url, "redis")
 
     gw.redis.mode = "pass"
-    await eventually(lambda: ready(gw, gw.control, gw.proxy), RECOVER_WITHIN_S)
+    await eventually(lambda: ready(gw, gw.control_url, gw.proxy_url), RECOVER_WITHIN_S)
     assert (await gw.chat(key)).status_code == 200
-    assert (await gw.mint("d-2")).status_code == 201
+    assert (await gw.mint(dispatch_id="d-2")).status_code == 201
 
 
 async def redis_crash_with_slots_held(gw: FaultyGateway) -> None:
     """Releases that fail while Redis is down land when it returns; stale pooled connections
     do not fail a burst."""
-    open_key = await gw.key("d-open", model="o")
+    open_key = await gw.minted_key(dispatch_id="d-open", model="o")
     # many pooled Redis connections in the proxy, all about to go stale
     assert await burst(gw, open_key) == [200] * 30
 
-    slow = [await gw.key(f"d-slow-{i}", model="slow") for i in range(3)]
-    streams = [asyncio.create_task(gw.chat(key, model="slow")) for key in slow]
+    slow = [await gw.minted_key(dispatch_id=f"d-slow-{i}", model="slow") for i in range(3)]
+    streams = [asyncio.create_task(gw.chat(key, model="slow", stream=True)) for key in slow]
     await eventually(lambda: _in_flight_is(gw, 3), 10)
     gw.redis.mode = "refuse"  # Redis crashes while three streams hold slots
     done = await asyncio.gather(*streams)  # their releases fail: Redis is down
@@ -119,7 +119,7 @@ async def redis_crash_with_slots_held(gw: FaultyGateway) -> None:
     gw.redis.mode = "pass"
     await eventually(lambda: _in_flight_is(gw, 0), 5)  # far sooner than the 30 s lease
     assert await burst(gw, open_key) == [200] * 30
-    assert (await gw.chat(await gw.key("d-main"))).status_code == 200
+    assert (await gw.chat(await gw.minted_key(dispatch_id="d-main"))).status_code == 200
     await eventually(lambda: _in_flight_is(gw, 0), 5)
 
 
@@ -129,7 +129,7 @@ async def burst(gw: FaultyGateway, key: str) -> list[int]:
 
 
 async def _in_flight_is(gw: FaultyGateway, count: int) -> bool:
-    return await gw.in_flight() == count
+    return await gw.requests_in_flight("main") == count
 
 
 async def test_processes_started_with_their_stores_down_bind_ready_later_and_stop(
@@ -137,17 +137,17 @@ async def test_processes_started_with_their_stores_down_bind_ready_later_and_sto
 ) -> None:
     """Control plane with Postgres down, proxy with Redis down: both bind at once."""
     async with faulty_gateway(tmp_path, postgres_mode="refuse", redis_mode="refuse") as gw:
-        for url, store in ((gw.control, "database"), (gw.proxy, "redis")):
+        for url, store in ((gw.control_url, "database"), (gw.proxy_url, "redis")):
             assert (await gw.client.get(f"{url}/healthz")).status_code == 200
             await assert_unready(gw.client, url, store)
-        refused, took = await timed(gw.mint("d-1"))
+        refused, took = await timed(gw.mint(dispatch_id="d-1"))
         assert_unavailable(refused)
         assert took < ANSWER_WITHIN_S
 
         await asyncio.sleep(3)  # a few reconnection rounds while Redis stays down
         gw.postgres.mode = gw.redis.mode = "pass"
-        await eventually(lambda: ready(gw, gw.control, gw.proxy), RECOVER_WITHIN_S)
-        key = await gw.key("d-1")
+        await eventually(lambda: ready(gw, gw.control_url, gw.proxy_url), RECOVER_WITHIN_S)
+        key = await gw.minted_key(dispatch_id="d-1")
         assert (await gw.chat(key)).status_code == 200
 
         lines = [json.loads(line) for line in gw.log_lines("proxy") if line.startswith("{")]
