@@ -129,7 +129,16 @@ async def test_a_state_this_build_does_not_know_folds_as_disabled(gateway: Gatew
     db = Database.connect(gateway.env["LEASEGATE_DATABASE_URL"])
     writer = AdminOverlay(AuditRepository(db), InProcessAuditWitness(), None, SystemClock())
     try:
-        await writer.mutate(StateChange("openai-main", "suspended", 0, "newer", "ops-x", None))
+        await writer.mutate(
+            StateChange(
+                account_id="openai-main",
+                state="suspended",
+                expected_revision=0,
+                reason="newer",
+                actor="ops-x",
+                on_behalf_of=None,
+            )
+        )
     finally:
         await db.dispose()
 

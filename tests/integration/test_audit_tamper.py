@@ -44,7 +44,14 @@ class Chain:
         self, account: str, state: str, revision: int, overlay: AdminOverlay | None = None
     ) -> None:
         await (overlay or self.overlay()).mutate(
-            StateChange(account, state, revision, f"set {state}", "ops-alice", None)
+            StateChange(
+                account_id=account,
+                state=state,
+                expected_revision=revision,
+                reason=f"set {state}",
+                actor="ops-alice",
+                on_behalf_of=None,
+            )
         )
 
     async def owner(self, *statements: str, **params: object) -> None:
@@ -205,7 +212,13 @@ async def test_a_tampered_tenant_budget_reads_corrupt_and_proxies_keep_the_verif
 ) -> None:
     overlay = chain.overlay()
     await overlay.mutate(
-        BudgetChange(BudgetFields("acme", "day", 1000, "2.50"), 3, "cap acme", "ops-alice", None)
+        BudgetChange(
+            budget=BudgetFields("acme", "day", 1000, "2.50"),
+            expected_revision=3,
+            reason="cap acme",
+            actor="ops-alice",
+            on_behalf_of=None,
+        )
     )
     watch = TenantBudgetWatch(AuditRepository(chain.db), AUDIT_KEY, SystemClock())
     assert await watch.budgets() == {"acme": TenantBudget("day", 1000, Decimal("2.50"))}
@@ -224,5 +237,13 @@ async def test_a_tampered_tenant_budget_reads_corrupt_and_proxies_keep_the_verif
     await asyncio.sleep(1.05)  # past the watch's refresh age: it reads the tampered chain
     assert await watch.budgets() == {"acme": TenantBudget("day", 1000, Decimal("2.50"))}
     with pytest.raises(GatewayError) as refused:
-        await overlay.mutate(BudgetChange(BudgetFields("acme"), 4, "clear", "ops-alice", None))
+        await overlay.mutate(
+            BudgetChange(
+                budget=BudgetFields("acme"),
+                expected_revision=4,
+                reason="clear",
+                actor="ops-alice",
+                on_behalf_of=None,
+            )
+        )
     assert refused.value.code == "audit-chain-corrupt"

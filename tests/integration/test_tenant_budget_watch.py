@@ -34,7 +34,13 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
 
 
 def change(budget: BudgetFields, revision: int) -> BudgetChange:
-    return BudgetChange(budget, revision, "test", "ops-alice", None)
+    return BudgetChange(
+        budget=budget,
+        expected_revision=revision,
+        reason="test",
+        actor="ops-alice",
+        on_behalf_of=None,
+    )
 
 
 async def test_a_budget_change_reaches_the_proxy_within_the_refresh_age(db: Database) -> None:

@@ -22,7 +22,14 @@ def replica(c: Control, chain: MemoryChain, witness: InProcessAuditWitness) -> A
 
 
 def change(account_id: str, state: str, expected_revision: int) -> StateChange:
-    return StateChange(account_id, state, expected_revision, "maintenance", "ops", None)
+    return StateChange(
+        account_id=account_id,
+        state=state,
+        expected_revision=expected_revision,
+        reason="maintenance",
+        actor="ops",
+        on_behalf_of=None,
+    )
 
 
 @pytest.fixture

@@ -45,10 +45,10 @@ AUTHENTICATED_BY = "admin-token"
 _CacheKey = tuple[ChainHead, Witness | None]
 
 
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    account_id: str
-    state: str
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditedChange:
+    """What every change to the audit chain carries: who asks, why, and at which revision."""
+
     expected_revision: int
     reason: str
     actor: str
@@ -56,15 +56,19 @@ class StateChange:
     on_behalf_of: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class BudgetChange:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateChange(AuditedChange):
+    """Enable, disable or drain an account."""
+
+    account_id: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetChange(AuditedChange):
     """Set (or, with no period and no bounds, clear) a tenant's budget per period."""
 
     budget: BudgetFields
-    expected_revision: int
-    reason: str
-    actor: str
-    on_behalf_of: str | None
 
 
 Change = StateChange | BudgetChange
