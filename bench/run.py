@@ -179,6 +179,9 @@ def _arguments() -> argparse.Namespace:
         "sse-c16, mint-c16); default all",
     )
     args = parser.parse_args()
+    known = {f"{kind}-c{c}" for kind, c in PHASES} | {"mint-c16"}
+    if args.only and not set(args.only.split(",")) <= known:
+        parser.error(f"--only takes some of: {', '.join(sorted(known))}")
     if not 1 <= args.rotate_keys <= args.live_keys + 1:
         parser.error("--rotate-keys must be between 1 and --live-keys + 1")
     return args

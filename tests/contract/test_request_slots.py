@@ -209,7 +209,7 @@ class CountedSlots(InProcessRequestSlots):
         return await super().release(account_id, holders)
 
 
-async def test_requests_ending_together_give_their_slots_back_in_one_call_per_account(
+async def test_requests_ending_together_have_every_slot_back_when_their_release_returns(
     slots: RequestSlots, clock: FakeClock
 ) -> None:
     keeper = SlotKeeper(slots, clock)

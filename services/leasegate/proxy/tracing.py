@@ -65,14 +65,14 @@ def w3c() -> TextMapPropagator:
 def caller_trace_headers(caller_headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     """The caller's own W3C trace headers, validated and re-encoded (none if invalid).
     `caller_headers`: lower-case names, as the ASGI scope has them."""
-    from opentelemetry.context import Context
-
     sent: dict[str, str] = {}
     for name, value in caller_headers:
         if name in TRACE_HEADERS:
             sent.setdefault(name, value)
     if "traceparent" not in sent:
         return ()
+    from opentelemetry.context import Context  # loaded once a caller sends a trace
+
     carrier: dict[str, str] = {}
     propagator = w3c()
     propagator.inject(carrier, context=propagator.extract(sent, context=Context()))
