@@ -85,8 +85,12 @@ def _response_headers(
 ) -> list[tuple[bytes, bytes]]:
     passed: tuple[str, ...] = _PASSED_HEADERS
     hold = attempt.quota_hold_until
-    if hold is not None:
-        passed = _PASSED_NO_WAIT  # the caller is told the pair's hold, never less
+    if hold is not None and (
+        "retry-after" in upstream.headers or "retry-after-ms" in upstream.headers
+    ):
+        passed = _PASSED_NO_WAIT  # the wait it asked for becomes the pair's hold, never less
+    else:
+        hold = None
     headers = [
         (name.encode(), value.encode())
         for name in passed
