@@ -26,14 +26,13 @@ SERVED = "gpt-4o-2024-08-06"
 @pytest.fixture
 async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
     async with MockUpstream() as upstream:
+        local = account_entry(
+            "local-main", upstream, {"local": "local-8b"}, provider="openai-compatible"
+        )
+        local["models"] = {"local": {"served": "local-8b", "rpm": 2, "tpm": 100_000}}
         accounts = [
             account_entry("openai-main", upstream, {"gpt-4o": SERVED, "gpt-mini": "gpt-mini"}),
-            account_entry(
-                "local-main",
-                upstream,
-                {"local": {"served": "local-8b", "rpm": 2, "tpm": 100_000}},
-                provider="openai-compatible",
-            ),
+            local,
         ]
         env = gateway_env(tmp_path, accounts, **stores_env, extra=ENV)
         async with in_process_gateway(env, [upstream]) as gateway:
