@@ -140,6 +140,7 @@ def health_policy(config: Config) -> HealthPolicy:
         base_cooldown_s=s.base_cooldown_s,
         max_cooldown_s=s.max_cooldown_s,
         jitter=s.cooldown_jitter,
+        overload_cooldown_s=s.overload_cooldown_s,
     )
 
 
