@@ -49,6 +49,16 @@ def limits(requests: tuple[int, int, str], tokens: tuple[int, int, str]) -> dict
     return headers
 
 
+async def quota_shared(gw: Gateway, account_id: str) -> dict[str, Any]:
+    """The account's view once the proxy's batched write has reached the shared store."""
+    for _ in range(40):
+        view = await account_health(gw, account_id)
+        if view["quota"]:
+            return view
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no quota learned for {account_id}")
+
+
 async def rows_of(gw: Gateway, minted: dict[str, Any], count: int) -> list[dict[str, Any]]:
     rows = await gw.evidence_for(minted["mint_decision_id"], count)
     return sorted(rows, key=lambda r: r["started_at"])
@@ -61,7 +71,13 @@ async def test_the_proxy_refuses_what_the_providers_headers_say_it_cannot_take(
     # the last request of three a minute: the next one is free in 20 s
     upstream.script = lambda r: Reply(headers=limits((3, 0, "60s"), (90_000, 89_000, "1s")))
     minted = await gw.minted(model="gpt-4o", dispatch_id="d-q-1")
-    assert (await gw.chat(minted)).status_code == 200
+    answered = await gw.chat(minted)
+    assert answered.status_code == 200
+    # the IETF fields for the key's account and model, never more than the provider said
+    assert answered.headers["ratelimit-policy"] == (
+        '"requests";q=3;qu="requests", "tokens";q=90000;qu="tokens"'
+    )
+    assert answered.headers["ratelimit"].startswith('"requests";r=0;t=60, "tokens";r=89')
     calls = upstream.count
     refused = await gw.chat(minted)
     assert refused.status_code == 429
@@ -77,6 +93,33 @@ async def test_the_proxy_refuses_what_the_providers_headers_say_it_cannot_take(
     assert (gateway_row["qualifying"], gateway_row["scope"]) == (False, None)
     view = await account_health(gw, "openai-main")
     assert (view["health"], view["cooling_models"]) == ("healthy", [])
+    view = await quota_shared(gw, "openai-main")  # written behind the requests
+    (learned,) = view["quota"]
+    assert (learned["model"], learned["source"]) == (SERVED, "headers")
+    requests, tokens = learned["buckets"]
+    assert (requests["dimension"], requests["limit"], requests["remaining"]) == (
+        "requests",
+        3,
+        0,
+    )
+    assert requests["reset"] is not None
+    assert (tokens["dimension"], tokens["limit"]) == ("tokens", 90_000)
+    local = await account_health(gw, "local-main")
+    assert local["quota"] == [
+        {
+            "model": "local-8b",
+            "source": "declared",
+            "observed_at": None,
+            "buckets": [
+                {"dimension": "requests", "limit": 2, "remaining": None, "reset": None},
+                {"dimension": "tokens", "limit": 100_000, "remaining": None, "reset": None},
+            ],
+        }
+    ]
+    metrics = await gw.metrics()
+    series = f'account="openai-main",dimension="requests",model="{SERVED}"'
+    assert f"leasegate_quota_remaining{{{series}}} 0.0" in metrics
+    assert 'leasegate_proxy_refusals_total{code="account-quota-exhausted"} 1.0' in metrics
 
     # another model of the same account has its own quota
     other = await gw.minted(model="gpt-mini", dispatch_id="d-q-2")

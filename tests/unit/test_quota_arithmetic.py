@@ -17,6 +17,7 @@ from leasegate.routing.quota import (
     learned,
     output_cap,
     rate_limit_hold,
+    ratelimit_fields,
     reconciled,
     returned,
     room_at,
@@ -129,3 +130,28 @@ def test_a_declared_quota_refills_over_a_minute() -> None:
     quota = spent(spent(quota, one, T0), one, T0)
     assert room_at(quota, one, T0) == T0 + 30.0
     assert declared_quota("a", "m", DeclaredLimits(output_estimate=5), T0) is None
+
+
+def test_ratelimit_fields_never_say_more_than_the_provider() -> None:
+    quota = Quota(
+        "a",
+        "m",
+        {
+            "requests": Bucket(100, 10, T0 + 6.2),
+            "tokens": Bucket(None, 0, T0 + 1.5),  # a rate-limit hold
+            "output-tokens": Bucket(8_000, None, None),
+        },
+        "headers",
+        T0,
+    )
+    policy, state = ratelimit_fields(quota, T0 + 0.1) or ("", "")
+    assert policy == '"requests";q=100;qu="requests", "output-tokens";q=8000;qu="tokens"'
+    # 10 + 90 x 0.1/6.2 = 11.45 -> 11; 6.1 s -> 7; the hold: 0 left for 1.4 s -> 2
+    assert state == '"requests";r=11;t=7, "tokens";r=0;t=2'
+    declared = declared_quota("a", "m", DeclaredLimits(rpm=60), T0)
+    assert declared is not None
+    assert ratelimit_fields(spent(declared, Estimate(0, 0), T0), T0) == (
+        '"requests";q=60;qu="requests";w=60',
+        '"requests";r=59;t=1',
+    )
+    assert ratelimit_fields(Quota("a", "m", {}, "headers", T0), T0) is None

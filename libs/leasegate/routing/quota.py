@@ -197,3 +197,43 @@ def returned(quota: Quota, cost: Estimate, now: float) -> Quota:
     the gateway, or the send failed before any answer): its estimate is given back."""
     give: dict[QuotaDimension, int] = {d: -n for d, n in _needs(cost).items()}
     return _moved(quota, give, now)
+
+
+def room_now(bucket: Bucket, observed_at: float, now: float) -> int | None:
+    """What a bucket holds now, rounded down and never below zero (what a caller is told:
+    never more than the provider said); None: unknown."""
+    held = bucket.remaining_at(now, observed_at)
+    return None if held is None else max(0, math.floor(held))
+
+
+def full_in_s(bucket: Bucket, observed_at: float, now: float) -> int | None:
+    """Whole seconds (rounded up) until the bucket is full again; None: unknown."""
+    if bucket.reset_at is not None:
+        return max(0, math.ceil(bucket.reset_at - now))
+    held = bucket.remaining_at(now, observed_at)
+    if held is None or bucket.limit is None or not bucket.window_s:
+        return None
+    return max(0, math.ceil((bucket.limit - held) * bucket.window_s / bucket.limit))
+
+
+def ratelimit_fields(quota: Quota, now: float) -> tuple[str, str] | None:
+    """`RateLimit-Policy` and `RateLimit` (the IETF httpapi draft's structured fields) for a
+    pair's quota: one policy per limited dimension, named after it, `q` its limit, `qu` its
+    unit, `w` its window when known; `r` what remains now (rounded down), `t` the seconds
+    until it is full (rounded up), so the caller is never told more than the provider said.
+    None when nothing is known."""
+    policies: list[str] = []
+    states: list[str] = []
+    for dimension, bucket in quota.buckets.items():
+        unit = "requests" if dimension == "requests" else "tokens"
+        if bucket.limit is not None:
+            window = f";w={math.ceil(bucket.window_s)}" if bucket.window_s else ""
+            policies.append(f'"{dimension}";q={bucket.limit};qu="{unit}"{window}')
+        remaining = None if bucket.remaining is None else room_now(bucket, quota.observed_at, now)
+        if remaining is None:
+            continue  # never said, or no longer known: nothing is claimed
+        reset = full_in_s(bucket, quota.observed_at, now)
+        states.append(f'"{dimension}";r={remaining}' + ("" if reset is None else f";t={reset}"))
+    if not states:
+        return None
+    return ", ".join(policies), ", ".join(states)

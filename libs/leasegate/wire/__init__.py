@@ -15,6 +15,8 @@ from leasegate.wire.accounts import (
     AccountStateChanged,
     Circuit,
     Cooling,
+    ModelQuota,
+    QuotaBucket,
     SpendToday,
 )
 from leasegate.wire.audit import (
@@ -57,8 +59,10 @@ __all__ = [
     "KeyInfo",
     "Lineage",
     "MintAnswer",
+    "ModelQuota",
     "Money",
     "PassOver",
+    "QuotaBucket",
     "SpendToday",
     "Tenant",
     "TenantBudget",

@@ -25,6 +25,30 @@ class Circuit(WireModel):
     reason: str | None
 
 
+class QuotaBucket(WireModel):
+    dimension: Literal["requests", "tokens", "input-tokens", "output-tokens"]
+    limit: int | None
+    """The most the bucket holds; null when the provider did not say."""
+    remaining: int | None
+    """What it holds now (modelled: buckets refill continuously), rounded down; null when
+    unknown (never stated, or stated too long ago to be believed)."""
+    reset: Time | None
+    """When the provider said it is full again; null when it did not say."""
+
+
+class ModelQuota(WireModel):
+    """What the gateway has learned of one served model's quota on the account."""
+
+    model: str
+    """The served model name."""
+    source: Literal["headers", "declared"]
+    """`headers`: the provider's answers (or a rate-limit 429) said so; `declared`: the
+    accounts file's `rpm`/`tpm`/... (what the proxies send is counted by each proxy)."""
+    observed_at: Time | None
+    """When the provider said it; null for declared limits."""
+    buckets: tuple[QuotaBucket, ...]
+
+
 class SpendToday(WireModel):
     """Since midnight UTC, in the accounts file's currency (refreshed every 30 s at most)."""
 
@@ -49,6 +73,8 @@ class Account(WireModel):
     """null for an account with no request ceiling: the proxy does not count those."""
     request_capacity: int | None
     spend_today: SpendToday
+    quota: tuple[ModelQuota, ...] = ()
+    """Per served model with anything learned or declared, in the account's model order."""
 
 
 class Accounts(WireModel):

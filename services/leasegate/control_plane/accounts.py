@@ -6,7 +6,7 @@ nothing on the hot path for it, so there is no true number to report.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from leasegate.accounts import Account
 from leasegate.control_plane.runtime import ControlRuntime
@@ -14,10 +14,20 @@ from leasegate.core.clock import from_epoch
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthSnapshot
+from leasegate.core.ports.quota import Quota
 from leasegate.db.usage import UsageGroup
 from leasegate.routing.health import account_health
+from leasegate.routing.quota import declared_quota, room_now
 from leasegate.wire import Account as AccountView
-from leasegate.wire import AccountRead, Accounts, Circuit, Cooling, SpendToday
+from leasegate.wire import (
+    AccountRead,
+    Accounts,
+    Circuit,
+    Cooling,
+    ModelQuota,
+    QuotaBucket,
+    SpendToday,
+)
 
 
 async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> Accounts:
@@ -27,6 +37,7 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> Acc
     ids = [a.id for a in accounts]
     pairs = [(a.id, served) for a in accounts for served in dict.fromkeys(a.models.values())]
     snapshot = await runtime.stores.health.snapshot(pairs, epoch)
+    learned = await runtime.stores.quota.snapshot(pairs, epoch)
     leases = await runtime.stores.store.live_lease_counts(ids, now)
     in_flight = await requests_in_flight(runtime, accounts, epoch)
     verdict = await runtime.overlay.verdict()
@@ -43,6 +54,7 @@ async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> Acc
                 leases.get(a.id, 0),
                 in_flight.get(a.id),
                 _spend(spend.get(a.id)),
+                quota_views(a, learned, epoch),
             )
             for a in accounts
         ),
@@ -90,6 +102,7 @@ def _account(
     leases: int,
     in_flight: int | None,
     spend: SpendToday,
+    quota: tuple[ModelQuota, ...],
 ) -> AccountView:
     cooling = tuple(
         Cooling(model=served, until=from_epoch(c.until), reason=c.reason, trips=c.trips)
@@ -114,4 +127,37 @@ def _account(
         requests_in_flight=in_flight,
         request_capacity=account.request_capacity,
         spend_today=spend,
+        quota=quota,
     )
+
+
+def quota_views(
+    account: Account, learned: Mapping[tuple[str, str], Quota], now: float
+) -> tuple[ModelQuota, ...]:
+    """Per served model: what the proxies learned from the provider, else what the accounts
+    file declares (its limits only: what each proxy has sent is its own count)."""
+    views = []
+    for served in dict.fromkeys(account.models.values()):
+        quota = learned.get((account.id, served))
+        observed_at = None if quota is None else from_epoch(quota.observed_at)
+        if quota is None and (limits := account.limits.get(served)) is not None:
+            quota = declared_quota(account.id, served, limits, now)
+        if quota is None:
+            continue
+        buckets = tuple(
+            QuotaBucket(
+                dimension=dimension,
+                limit=bucket.limit,
+                remaining=(
+                    None
+                    if observed_at is None or bucket.remaining is None
+                    else room_now(bucket, quota.observed_at, now)
+                ),
+                reset=None if bucket.reset_at is None else from_epoch(bucket.reset_at),
+            )
+            for dimension, bucket in quota.buckets.items()
+        )
+        views.append(
+            ModelQuota(model=served, source=quota.source, observed_at=observed_at, buckets=buckets)
+        )
+    return tuple(views)

@@ -23,6 +23,7 @@ from leasegate.web.api_app import base_app
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_routes
+from leasegate.web.quota_metrics import QuotaGauges
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import Stores, open_stores
 
@@ -57,12 +58,18 @@ def install_control_plane(
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, runtime.clock)
     capacity_gauges = CapacityGauges(runtime, metrics_registry)
     tenant_gauges = TenantBudgetGauges(runtime, metrics_registry)
+    quota_gauges = QuotaGauges(metrics_registry, config.registry, stores.quota, runtime.clock)
     app.include_router(control_router(runtime))
     app.router.routes.extend(
         ops_routes(
             {"database": stores.ping_database, "redis": stores.ping_redis},
             metrics_registry,
-            refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
+            refresh=(
+                health_gauges.refresh,
+                capacity_gauges.refresh,
+                tenant_gauges.refresh,
+                quota_gauges.refresh,
+            ),
             report=runtime.overlay.report,
             accounts=config.registry,
         )

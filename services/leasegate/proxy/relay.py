@@ -26,7 +26,6 @@ import anyio
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.observation import Observation
 from leasegate.core.records import KeyRecord
@@ -35,6 +34,7 @@ from leasegate.providers.ratelimits import rate_limit_wait_s
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.classify import classify
+from leasegate.routing.quota import learned, ratelimit_fields
 from leasegate.upstream.clients import UpstreamResponse
 from leasegate.upstream.deadlines import BodyReader, Deadlines
 from leasegate.upstream.errors import BodyFailed, UpstreamError, UpstreamStalled
@@ -81,7 +81,7 @@ def refusal_response(
 
 
 def _response_headers(
-    attempt: Attempt, upstream: UpstreamResponse, clock: Clock
+    runtime: ProxyRuntime, attempt: Attempt, upstream: UpstreamResponse
 ) -> list[tuple[bytes, bytes]]:
     passed: tuple[str, ...] = _PASSED_HEADERS
     hold = attempt.quota_hold_until
@@ -97,14 +97,36 @@ def _response_headers(
         if (value := upstream.headers.get(name)) is not None
     ]
     if hold is not None:
-        wait = max(0.0, hold - clock.now().timestamp())
+        wait = max(0.0, hold - runtime.clock.now().timestamp())
         headers.append((b"retry-after", retry_after_header(wait).encode()))
         headers.append((b"retry-after-ms", str(math.ceil(wait * 1000)).encode()))
+    if attempt.key is not None:
+        headers.extend(_ratelimit_headers(runtime, attempt, attempt.key))
     headers.extend(
         (k.encode(), v.encode())
         for k, v in leasegate_headers(attempt.request_id, attempt.key).items()
     )
     return headers
+
+
+def _ratelimit_headers(
+    runtime: ProxyRuntime, attempt: Attempt, key: KeyRecord
+) -> list[tuple[bytes, bytes]]:
+    """`RateLimit-Policy` / `RateLimit` for the key's account and model: the view, with this
+    answer's own rate-limit headers over it (the view may not have heard them yet)."""
+    quota = runtime.quota.quota(key.account_id, key.served_model)
+    if quota is None and not attempt.quota_buckets:
+        return []
+    now = runtime.clock.now().timestamp()
+    if attempt.quota_buckets and attempt.quota_hold_until is None:
+        quota = learned(quota, key.account_id, key.served_model, attempt.quota_buckets, now)
+    if quota is None or (fields := ratelimit_fields(quota, now)) is None:
+        return []
+    policy, state = fields
+    found = [(b"ratelimit", state.encode())]
+    if policy:
+        found.append((b"ratelimit-policy", policy.encode()))
+    return found
 
 
 class _Relay(Response):
@@ -171,7 +193,7 @@ class BufferedRelay(_Relay):
             if error is not None:
                 await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
                 return
-            headers = _response_headers(attempt, upstream, runtime.clock)
+            headers = _response_headers(runtime, attempt, upstream)
             headers.append((b"content-length", str(len(body)).encode()))
             if observation.context_length and attempt.key is not None:
                 if fallback := runtime.registry.context_fallback(attempt.key.model):
@@ -201,7 +223,7 @@ class StreamRelay(_Relay):
                 {
                     "type": "http.response.start",
                     "status": upstream.status,
-                    "headers": _response_headers(attempt, upstream, runtime.clock),
+                    "headers": _response_headers(runtime, attempt, upstream),
                 }
             )
             observation = await self._pump(scanner, send)
