@@ -84,8 +84,8 @@ async def test_the_proxy_refuses_what_the_providers_headers_say_it_cannot_take(
     assert refused.json()["error"]["code"] == "account-quota-exhausted"
     assert 19 <= int(refused.headers["retry-after"]) <= 21
     assert upstream.count == calls, "the provider is not asked what it said it will refuse"
-    answered, gateway_row = await rows_of(gw, minted, 2)
-    assert answered["outcome"] == "success"
+    answered_row, gateway_row = await rows_of(gw, minted, 2)
+    assert answered_row["outcome"] == "success"
     assert (gateway_row["outcome"], gateway_row["refusal_reason"]) == (
         "refused",
         "account-quota-exhausted",
