@@ -51,9 +51,15 @@ def parse_duration(value: str | None) -> float | None:
     text = value.strip()
     if not text or len(text) > 32:
         return None
-    if text[0].isdigit() and text.replace(".", "", 1).isdigit():
-        seconds = float(text)
-        return seconds if math.isfinite(seconds) else None
+    # the common shapes first, without the regex: `1.2s`, `350ms`, `1.5`
+    if text.endswith("ms"):
+        number, scale = text[:-2], 0.001
+    elif text.endswith("s"):
+        number, scale = text[:-1], 1.0
+    else:
+        number, scale = text, 1.0
+    if number and number.replace(".", "", 1).isdigit() and number.isascii():
+        return float(number) * scale
     match = _DURATION.fullmatch(text)
     if match is None or not any(match.groupdict().values()):
         return None
@@ -117,9 +123,14 @@ def _bucket(
     return Bucket(limit, remaining, None if wait_s is None else now + wait_s)
 
 
-_OPENAI_DIMENSIONS: tuple[tuple[QuotaDimension, str], ...] = (
-    ("requests", "requests"),
-    ("tokens", "tokens"),
+_OPENAI_HEADERS: tuple[tuple[QuotaDimension, str, str, str], ...] = tuple(
+    (
+        dimension,
+        "x-ratelimit-remaining-" + dimension,
+        "x-ratelimit-limit-" + dimension,
+        "x-ratelimit-reset-" + dimension,
+    )
+    for dimension in ("requests", "tokens")
 )
 
 
@@ -127,12 +138,12 @@ def openai_buckets(headers: Mapping[str, str], now: float) -> dict[QuotaDimensio
     """`x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (reset optional: Azure)."""
     found: dict[QuotaDimension, Bucket] = {}
     get = headers.get
-    for dimension, suffix in _OPENAI_DIMENSIONS:
-        remaining = parse_count(get("x-ratelimit-remaining-" + suffix))
-        limit = parse_count(get("x-ratelimit-limit-" + suffix))
+    for dimension, remaining_name, limit_name, reset_name in _OPENAI_HEADERS:
+        remaining = parse_count(get(remaining_name))
+        limit = parse_count(get(limit_name))
         if remaining is None and limit is None:
             continue
-        wait = parse_duration(get("x-ratelimit-reset-" + suffix))
+        wait = parse_duration(get(reset_name))
         if (bucket := _bucket(limit, remaining, wait, now)) is not None:
             found[dimension] = bucket
     return found

@@ -143,9 +143,9 @@ def learned(
 ) -> Quota:
     """An answer's rate-limit headers over what the view held: its dimensions replace the
     held ones; the rest are kept, rebased to now."""
-    kept: dict[QuotaDimension, Bucket] = {}
-    if held is not None:
-        kept = dict(_moved(held, {}, now).buckets)
+    if held is None or held.buckets.keys() <= buckets.keys():
+        return Quota(account_id, model, buckets, "headers", now)  # nothing of it is kept
+    kept = dict(_moved(held, {}, now).buckets)
     kept.update(buckets)
     return Quota(account_id, model, kept, "headers", now)
 

@@ -119,6 +119,7 @@ def _ratelimit_headers(
         return []
     now = runtime.clock.now().timestamp()
     if attempt.quota_buckets and attempt.quota_hold_until is None:
+        # this answer's own statement is the freshest (the view may not have heard it yet)
         quota = learned(quota, key.account_id, key.served_model, attempt.quota_buckets, now)
     if quota is None or (fields := ratelimit_fields(quota, now)) is None:
         return []
