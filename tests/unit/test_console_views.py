@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from leasegate.control_plane.console.pool import Bar
+from leasegate.control_plane.console.pool import Bar, headroom
 from leasegate.control_plane.console.reads import key_life
 from leasegate.core.records import KeyRecord
 
@@ -53,3 +53,22 @@ def test_bars_say_when_nothing_is_counted_or_there_is_no_ceiling() -> None:
     assert Bar(9, 4).percent == 100
     assert (Bar(None, None).percent, Bar(None, None).label) == (0, "not counted (no ceiling)")
     assert Bar(2, None).label == "2 (no ceiling)"
+
+
+def test_a_cells_headroom_is_its_tightest_known_bucket() -> None:
+    quota = {
+        "model": "m",
+        "source": "headers",
+        "observed_at": "2026-01-01T00:00:00Z",
+        "buckets": [
+            {"dimension": "requests", "limit": 100, "remaining": 40, "reset": None},
+            {"dimension": "tokens", "limit": 10_000, "remaining": 9_000, "reset": None},
+            {"dimension": "output-tokens", "limit": 5, "remaining": None, "reset": None},
+        ],
+    }
+    room = headroom(quota)
+    assert room is not None
+    assert room.label == "requests 40 / 100 (headers)"
+    declared = {**quota, "source": "declared", "buckets": [quota["buckets"][2]]}
+    assert headroom(declared) is None  # nothing known to draw
+    assert headroom(None) is None

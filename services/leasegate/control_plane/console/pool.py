@@ -18,11 +18,37 @@ CellState = Literal["healthy", "cooling", "circuit-open"]
 
 
 @dataclass(frozen=True, slots=True)
+class Headroom:
+    """The tightest of a cell's learned quota buckets: what is left of its limit now."""
+
+    dimension: str
+    remaining: int
+    limit: int
+    source: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.dimension} {self.remaining} / {self.limit} ({self.source})"
+
+
+@dataclass(frozen=True, slots=True)
 class Cell:
     state: CellState
     until: str | None = None
     reason: str | None = None
     trips: int | None = None
+    headroom: Headroom | None = None
+
+
+def headroom(quota: dict[str, Any] | None) -> Headroom | None:
+    """The bucket with the least left (as a share of its limit), of those known now."""
+    if quota is None:
+        return None
+    known = [b for b in quota["buckets"] if b["limit"] and b["remaining"] is not None]
+    if not known:
+        return None
+    tight = min(known, key=lambda b: b["remaining"] / b["limit"])
+    return Headroom(tight["dimension"], tight["remaining"], tight["limit"], quota["source"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +115,18 @@ async def pool_view(runtime: ControlRuntime) -> PoolView:
 
 def _row(entry: dict[str, Any], served: list[str], change: AuditRecord | None) -> Row:
     cooling = {c["model"]: c for c in entry["cooling_models"]}
+    quotas = {q["model"]: q for q in entry.get("quota", ())}
     circuit = entry["circuit"]
     cells: dict[str, Cell] = {}
     for model in served:
+        room = headroom(quotas.get(model))
         if circuit["open"]:
-            cells[model] = Cell("circuit-open", circuit["until"], circuit["reason"])
+            cells[model] = Cell("circuit-open", circuit["until"], circuit["reason"], None, room)
         elif model in cooling:
             c = cooling[model]
-            cells[model] = Cell("cooling", c["until"], c["reason"], c["trips"])
+            cells[model] = Cell("cooling", c["until"], c["reason"], c["trips"], room)
         else:
-            cells[model] = Cell("healthy")
+            cells[model] = Cell("healthy", headroom=room)
     admin_state = entry["admin_state"]
     return Row(
         account_id=entry["id"],
