@@ -17,6 +17,8 @@ from starlette.routing import Route
 
 from leasegate.accounts import Registry
 from leasegate.core.ports.errors import StoreError
+from leasegate.db.schema import SchemaCheck, SchemaNotReady
+from leasegate.web.wiring import ProxyStores
 
 Probe = Callable[[], Awaitable[None]]
 """Raises StoreError when its dependency is unreachable."""
@@ -53,6 +55,8 @@ def ops_routes(
                 await probe()
         except StoreError as exc:
             return f"unreachable: {exc.reason}"
+        except SchemaNotReady as exc:
+            return str(exc)
         except TimeoutError:
             return "unreachable: TimeoutError"  # past PROBE_DEADLINE_S
         return "ok"
@@ -88,6 +92,18 @@ def ops_routes(
         Route(path, endpoint, methods=["GET"], include_in_schema=False)
         for path, endpoint in (("/healthz", healthz), ("/readyz", readyz), ("/metrics", metrics))
     ]
+
+
+def store_probes(stores: ProxyStores) -> dict[str, Probe]:
+    """The stores a process has, for /readyz: the database, its schema (at this release's
+    migrations) and, in production mode, Redis (embedded mode has none to report)."""
+    probes: dict[str, Probe] = {
+        "database": stores.ping_database,
+        "schema": SchemaCheck(stores.durable.schema_revisions),
+    }
+    if stores.redis is not None:
+        probes["redis"] = stores.ping_redis
+    return probes
 
 
 def unconfigured_accounts(accounts: Registry) -> list[dict[str, str]]:
