@@ -21,6 +21,7 @@ from dockerfile_parse import DockerfileParser
 from leasegate.accounts import parse_accounts
 from leasegate.cli.main import check_server
 from leasegate.config import Settings, load_config
+from tests.fixtures.deploy_files import documented_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -194,13 +195,6 @@ def test_the_image_is_a_placeholder_set_in_one_kustomize_entry() -> None:
     assert "kustomize edit set image leasegate=" in DEPLOYMENT_DOC
 
 
-def _documented_secret_keys() -> set[str]:
-    """The keys docs/deployment.md's `kubectl create secret generic leasegate` creates."""
-    start = DEPLOYMENT_DOC.index("kubectl create secret generic leasegate \\")
-    end = DEPLOYMENT_DOC.index("kubectl create secret generic leasegate-credentials", start)
-    return set(re.findall(r"--from-literal=([a-z-]+)=", DEPLOYMENT_DOC[start:end]))
-
-
 def _secret_env(container: dict[str, Any]) -> dict[str, str]:
     """Each variable taken from the Secret `leasegate`, and its key."""
     return {
@@ -214,7 +208,7 @@ def test_servers_take_the_audit_key_and_the_console_secret_from_the_secret() -> 
     """Without the audit key a proxy reads a signed chain as corrupt and enforces no tenant
     budget; without one console secret the control-plane replicas refuse each other's
     sessions. Every key they read is one the documented `kubectl create secret` creates."""
-    documented = _documented_secret_keys()
+    documented = set(documented_secrets()["leasegate"])
     for _, document in _manifests():
         for container in _containers(document):
             assert set(_secret_env(container).values()) <= documented
