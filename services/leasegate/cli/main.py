@@ -1,8 +1,11 @@
 """`leasegate`: dev | control-plane | proxy | migrate | evidence prune, and the operator
-commands `accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
+commands `accounts`, `audit`, `tenants` and `usage` (leasegate.cli.admin), which talk to a
+running control plane.
 
-Every command validates the whole configuration first and exits 2 with one line when it is
-wrong; servers log JSON lines to stderr and drain on SIGTERM (a clean stop exits 0).
+Every command but the operator commands validates the whole configuration first and exits 2
+with one line when it is wrong (the operator commands read only their token and `--url`: the
+server they talk to has validated its own settings); servers log JSON lines to stderr and
+drain on SIGTERM (a clean stop exits 0).
 `migrate` exits 1 with one line when the database cannot be reached or does not exist.
 
 Each command imports what it runs when it runs: a proxy process never loads the control
