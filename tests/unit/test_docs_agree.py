@@ -111,7 +111,9 @@ def test_both_outcome_tables_are_read() -> None:
 
 
 _GROWTH = re.compile(r"\b(back(s|ing)? off|backoff|doubl\w*|exponential\w*|grows?)\b", re.I)
-_DENIED = re.compile(r"\b(not|never|no longer|instead|before this change|original contract)\b", re.I)
+_DENIED = re.compile(
+    r"\b(not|never|no longer|instead|before this change|original contract)\b", re.I
+)
 
 
 def test_no_doc_says_a_cooldown_grows_with_its_trips() -> None:
