@@ -54,9 +54,7 @@ OBSERVED = {
     "one malformed data event": Observation("response", status=200),
     "stream complete but no `[DONE]`": Observation("response", status=200),
     "400 context-length": Observation("response", status=400, context_length=True),
-    "400 content-filter refusal": Observation(
-        "response", status=400, error_code="content_filter"
-    ),
+    "400 content-filter refusal": Observation("response", status=400, error_code="content_filter"),
 }
 
 
@@ -112,7 +110,7 @@ def test_both_outcome_tables_are_read() -> None:
 
 _GROWTH = re.compile(r"\b(back(s|ing)? off|backoff|doubl\w*|exponential\w*|grows?)\b", re.I)
 _DENIED = re.compile(
-    r"\b(not|never|no longer|instead|before this change|original contract)\b", re.I
+    r"\b(no|not|never|no longer|instead|before this change|original contract)\b", re.I
 )
 
 
