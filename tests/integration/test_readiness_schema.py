@@ -16,7 +16,12 @@ from leasegate.db.migrate import upgrade
 from leasegate.db.schema import release_migrations
 from leasegate.demo.upstream import MockUpstream
 from leasegate.proxy.app import create_proxy_app
-from tests.fixtures.gateways import account_entry, gateway_env, in_process_gateway
+from tests.fixtures.gateways import (
+    CONTROL_TOKEN,
+    account_entry,
+    gateway_env,
+    in_process_gateway,
+)
 from tests.fixtures.servers import local_client, serve
 
 VERSIONS = Path(__file__).resolve().parents[2] / "migrations" / "versions"
@@ -31,7 +36,11 @@ async def _readiness(client: httpx.AsyncClient, urls: list[str]) -> list[tuple[i
 @pytest.mark.postgres
 @pytest.mark.redis
 async def test_servers_are_unready_until_the_schema_is_at_this_release(
-    tmp_path: Path, fresh_pg_database: str, redis_url: str, redis_prefix: str
+    tmp_path: Path,
+    fresh_pg_database: str,
+    redis_url: str,
+    redis_prefix: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with MockUpstream() as upstream:
         accounts = [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})]
@@ -51,6 +60,14 @@ async def test_servers_are_unready_until_the_schema_is_at_this_release(
             every = ", ".join(EVERY_MIGRATION)
             unmigrated = f"unmigrated: missing {every} (run `leasegate migrate`)"
             assert await _readiness(client, [control, proxy]) == [(503, unmigrated)] * 2
+            mint = await client.post(
+                f"{control}/control/v2/keys",
+                json={"tenant": "acme/web", "dispatch_id": "d-1", "model": "gpt-4o"},
+                headers={"Authorization": f"Bearer {CONTROL_TOKEN}"},
+            )
+            assert mint.status_code == 503
+            logged = {getattr(r, "error", None) for r in caplog.records}
+            assert "schema-not-migrated" in logged, logged  # not the driver's class name
 
             # an older release's migrations: the last one is missing
             older = EVERY_MIGRATION[-2]
