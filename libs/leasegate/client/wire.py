@@ -18,7 +18,7 @@ from leasegate.client import parse
 from leasegate.client.errors import GatewayRefusal, Held, ProtocolError, Rejected
 from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
 from leasegate.core.records import AdminState
-from leasegate.wire import ErrorBody
+from leasegate.wire import Budget, ErrorBody
 
 T = TypeVar("T")
 PREFIX = "/control/v2"
@@ -51,6 +51,7 @@ def mint(
     ttl_s: int | None = None,
     retry_of_mint_decision_id: str | None = None,
     supersedes_mint_decision_id: str | None = None,
+    budget: Budget | None = None,
     idempotency_key: str | None = None,
 ) -> Operation[Minted]:
     body: dict[str, object] = {"tenant": tenant, "dispatch_id": dispatch_id, "model": model}
@@ -59,6 +60,7 @@ def mint(
         "ttl_s": ttl_s,
         "retry_of_mint_decision_id": retry_of_mint_decision_id,
         "supersedes_mint_decision_id": supersedes_mint_decision_id,
+        "budget": budget.model_dump(mode="json", exclude_none=True) if budget else None,
     }
     body.update({name: value for name, value in optional.items() if value is not None})
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
