@@ -7,7 +7,6 @@ and reading its answer are pure; `ControlClient` and `AsyncControlClient` only m
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +17,7 @@ from leasegate.client import parse
 from leasegate.client.errors import GatewayRefusal, Held, ProtocolError, Rejected
 from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
 from leasegate.core.records import AdminState
+from leasegate.core.retry_after import retry_after_seconds
 from leasegate.wire import Budget, ErrorBody
 
 T = TypeVar("T")
@@ -187,8 +187,8 @@ class FailedAnswer:
 def failed_answer(error: object, headers: Mapping[str, str] | None) -> FailedAnswer:
     """Read an error object (the `error` of a body, or a whole body that has none) and the
     answer's headers. Only the gateway's envelope carries a `disposition`; it is read with its
-    model. A wait is the envelope's, else the headers' (`retry_after_header`)."""
-    wait = retry_after_header(headers) if headers is not None else None
+    model. A wait is the envelope's, else the headers' (`retry_after_seconds`)."""
+    wait = retry_after_seconds(headers) if headers is not None else None
     fallback = headers.get(CONTEXT_FALLBACK_HEADER) if headers is not None else None
     if not isinstance(error, Mapping):
         return FailedAnswer(None, "", False, wait, fallback)
@@ -228,7 +228,7 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
         disposition=body.disposition,
         retry_after_s=float(retry_after)
         if retry_after is not None
-        else retry_after_header(headers),
+        else retry_after_seconds(headers),
         passed_over=tuple(body.passed_over),
         cooldown_scope=body.cooldown_scope,
         mint_decision_id=body.mint_decision_id,
@@ -238,19 +238,3 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
 
 CONTEXT_FALLBACK_HEADER = "x-leasegate-context-fallback"
 """On an upstream's context-length error: the requested model a hop may switch to."""
-
-
-def retry_after_header(headers: Mapping[str, str]) -> float | None:
-    """`retry-after-ms` (OpenAI's, sub-second) else `Retry-After`, in seconds (the gateway
-    sends delta-seconds, never a date; an upstream's date is not read)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        if raw is None:
-            continue
-        try:
-            seconds = float(raw) * scale
-        except ValueError:
-            continue
-        if math.isfinite(seconds) and seconds >= 0:
-            return seconds
-    return None
