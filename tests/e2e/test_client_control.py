@@ -144,7 +144,8 @@ async def test_the_sync_client_and_admin_state(pool: Pool) -> None:
             view = control.set_account_state(
                 "backup", "draining", expected_revision=revision, reason="maintenance"
             )
-            return view.accounts[0].admin_state
+            assert (view.id, view.revoked_keys, view.record.kind) == ("backup", 0, "account-state")
+            return view.admin_state
 
     assert await asyncio.to_thread(admin) == "draining"
 

@@ -7,10 +7,11 @@ and reading its answer are pure; `ControlClient` and `AsyncControlClient` only m
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from decimal import Decimal
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 from leasegate.client import parse
@@ -18,7 +19,16 @@ from leasegate.client.errors import GatewayRefusal, Held, ProtocolError, Rejecte
 from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
 from leasegate.core.records import AdminState
 from leasegate.core.retry_after import retry_after_seconds
-from leasegate.wire import Budget, ErrorBody
+from leasegate.wire import (
+    AccountStateChanged,
+    AuditReport,
+    Budget,
+    ErrorBody,
+    TenantBudgetChanged,
+    Tenants,
+    UsageReport,
+    money,
+)
 
 T = TypeVar("T")
 PREFIX = "/control/v2"
@@ -137,7 +147,9 @@ def set_account_state(
     expected_revision: int,
     reason: str,
     on_behalf_of: str | None = None,
-) -> Operation[Accounts]:
+) -> Operation[AccountStateChanged]:
+    """`POST /accounts/{id}/state` (admin token): the account as it is now, the keys the
+    change revoked and the audit record it appended."""
     body = {
         "state": state,
         "expected_revision": expected_revision,
@@ -147,8 +159,74 @@ def set_account_state(
     return Operation(
         "POST",
         f"{PREFIX}/accounts/{_segment(account_id)}/state",
-        lambda _s, b: parse.accounts(b),
+        lambda _s, b: AccountStateChanged.model_validate(b),
         body=body,
+    )
+
+
+def audit() -> Operation[AuditReport]:
+    """`GET /audit`: the admin chain verified (admin token)."""
+    return Operation("GET", f"{PREFIX}/audit", lambda _s, b: AuditReport.model_validate(b))
+
+
+def tenants() -> Operation[Tenants]:
+    """`GET /tenants`: every budgeted tenant with its spend this period (admin token)."""
+    return Operation("GET", f"{PREFIX}/tenants", lambda _s, b: Tenants.model_validate(b))
+
+
+def set_tenant_budget(
+    tenant: str,
+    *,
+    expected_revision: int,
+    reason: str,
+    period: Literal["day", "month"] | None = None,
+    max_tokens: int | None = None,
+    max_cost: Decimal | None = None,
+    clear: bool = False,
+    on_behalf_of: str | None = None,
+) -> Operation[TenantBudgetChanged]:
+    """`POST /tenants/{tenant}/budget`: a `period` and at least one bound, or `clear=True`
+    alone (admin token). The tenant may contain `/`: it is part of the path as it is."""
+    body: dict[str, object] = {
+        "expected_revision": expected_revision,
+        "reason": reason,
+        "on_behalf_of": on_behalf_of,
+    }
+    if clear:
+        body["clear"] = True
+    else:
+        body.update(
+            period=period,
+            max_tokens=max_tokens,
+            max_cost=money(max_cost),
+        )
+    return Operation(
+        "POST",
+        f"{PREFIX}/tenants/{quote(tenant, safe='/')}/budget",
+        lambda _s, b: TenantBudgetChanged.model_validate(b),
+        body=body,
+    )
+
+
+def usage(
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    group_by: Sequence[str] = ("account", "model"),
+    limit: int = 100,
+    offset: int = 0,
+) -> Operation[UsageReport]:
+    """`GET /usage`: one page of tokens, cost and requests per group (`next_offset` names the
+    next page). Without `since`: today (UTC) so far."""
+    params: dict[str, str | int] = {"group_by": ",".join(group_by), "limit": limit}
+    if offset:
+        params["offset"] = offset
+    if since is not None:
+        params["since"] = since.isoformat()
+    if until is not None:
+        params["until"] = until.isoformat()
+    return Operation(
+        "GET", f"{PREFIX}/usage", lambda _s, b: UsageReport.model_validate(b), params=params
     )
 
 
