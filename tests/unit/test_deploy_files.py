@@ -239,6 +239,17 @@ def test_the_migrate_job_re_apply_is_documented() -> None:
     assert again in DEPLOYMENT_DOC
 
 
+@pytest.mark.parametrize("unit", ["leasegate-control-plane.service", "leasegate-proxy@.service"])
+def test_systemd_servers_pass_their_start_up_checks(unit: str) -> None:
+    """production.env.example (the units' EnvironmentFile) and each unit's own --workers."""
+    text = (DEPLOY / "systemd" / unit).read_text()
+    (command,) = re.findall(r"^ExecStart=\S+/leasegate (.+)$", text, re.M)
+    args = command.replace("%i", "8081").split()
+    env = _env_example("production.env.example")
+    del env["LEASEGATE_ACCOUNTS_FILE"]  # a path on the host
+    check_server(args[0], int(args[args.index("--workers") + 1]), load_config(env).settings)
+
+
 def test_systemd_proxies_spill_evidence_into_their_state_directory() -> None:
     unit = (DEPLOY / "systemd" / "leasegate-proxy@.service").read_text()
     (path,) = re.findall(rf"^Environment={SPILL}=(\S+)$", unit, re.M)
