@@ -9,11 +9,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from alembic.script import ScriptDirectory
 
 from leasegate.config import load_config
 from leasegate.control_plane.app import create_control_plane_app
-from leasegate.db.migrate import upgrade
-from leasegate.db.schema import release_migrations
+from leasegate.db.migrate import alembic_config, upgrade
 from leasegate.demo.upstream import MockUpstream
 from leasegate.proxy.app import create_proxy_app
 from tests.fixtures.gateways import (
@@ -69,10 +69,10 @@ async def test_servers_are_unready_until_the_schema_is_at_this_release(
             logged = {getattr(r, "error", None) for r in caplog.records}
             assert "schema-not-migrated" in logged, logged  # not the driver's class name
 
-            # an older release's migrations: the last one is missing
-            older = EVERY_MIGRATION[-2]
-            await asyncio.to_thread(upgrade, fresh_pg_database, _revision_of(older))
-            behind = f"behind: missing {EVERY_MIGRATION[-1]} (run `leasegate migrate`)"
+            # an older release's migrations: the head is missing
+            head, parent = _head_and_parent()
+            await asyncio.to_thread(upgrade, fresh_pg_database, parent)
+            behind = f"behind: missing {head} (run `leasegate migrate`)"
             assert await _readiness(client, [control, proxy]) == [(503, behind)] * 2
 
             await asyncio.to_thread(upgrade, fresh_pg_database)
@@ -87,6 +87,11 @@ async def test_embedded_mode_reports_no_redis(tmp_path: Path) -> None:
     assert ready.json()["checks"] == {"database": "ok", "schema": "ok"}
 
 
-def _revision_of(migration: str) -> str:
-    (found,) = [m.revision for m in release_migrations() if m.name == migration]
-    return found
+def _head_and_parent() -> tuple[str, str]:
+    """The head migration's file name and its parent's revision, as Alembic reads them."""
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite+aiosqlite://"))
+    (head,) = scripts.get_heads()
+    script = scripts.get_revision(head)
+    assert script is not None
+    (parent,) = script._all_down_revisions
+    return Path(script.path).stem, parent

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from leasegate.cli.main import check_server
+from leasegate.cli.startup import warn_per_process_console_key
 from leasegate.config import ConfigError, load_config
 
 GOOD_ACCOUNT = """
@@ -193,3 +195,17 @@ def test_control_plane_workers_without_a_console_secret_refuse_to_start() -> Non
     check_server("proxy", 2, settings)  # the proxy has no console
     shared = load_config({**_PRODUCTION, "LEASEGATE_CONSOLE_SECRET": "s" * 32}).settings
     check_server("control-plane", 2, shared)
+
+
+def test_a_control_plane_without_a_console_secret_warns_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Replicas cannot be seen from inside a process: the warning names the setting."""
+    with caplog.at_level(logging.WARNING, logger="leasegate.cli"):
+        warn_per_process_console_key(load_config(_PRODUCTION))
+        assert "LEASEGATE_CONSOLE_SECRET is unset" in caplog.text
+        caplog.clear()
+        warn_per_process_console_key(
+            load_config({**_PRODUCTION, "LEASEGATE_CONSOLE_SECRET": "s" * 32})
+        )
+        assert caplog.text == ""
