@@ -28,12 +28,18 @@ OBSERVED = {
     # api.md, "Terminal evidence"
     "2xx, body or stream complete": Observation("response", status=200),
     "billing/quota/auth code": Observation("response", status=429, error_code="insufficient_quota"),
-    "401, 402, 403": Observation("response", status=403),
+    "a numeric code 401/402/403 in the provider's error JSON": Observation(
+        "response", status=403, error_code="403"
+    ),
+    "401, 402, 403 without such a code": Observation("response", status=403),
+    "429 that is a rate limit": Observation(
+        "response", status=429, error_code="rate_limit_exceeded"
+    ),
     "other error event in a 2xx stream": Observation("stream-error", error_type="server_error"),
     "404 with a model-not-found code": Observation(
         "response", status=404, error_code="model_not_found"
     ),
-    "408, 429, 5xx": Observation("response", status=503),
+    "408, a 429 saying nothing of a rate limit": Observation("response", status=429),
     "headers, first-token, idle or read timeout": Observation("timeout"),
     "connect, DNS, TLS failure": Observation("connect-error"),
     "connection closed or reset after the request went out": Observation("dropped"),
