@@ -80,6 +80,8 @@ def test_gateway_refusals_are_read_by_their_code() -> None:
     assert classify_failure(gateway(503, "circuit-open")).action == "hop"
     capacity = classify_failure(gateway(429, "account-request-capacity-exhausted"))
     assert (capacity.action, capacity.retry_after_s) == ("again", 3.0)
+    quota = classify_failure(gateway(429, "account-quota-exhausted"))
+    assert (quota.action, quota.retry_after_s) == ("again", 3.0)  # never a hop: the gateway's
     assert classify_failure(gateway(401, "key-revoked")).action == "stop"
     assert classify_failure(gateway(400, "invalid-request")).action == "stop"
 
