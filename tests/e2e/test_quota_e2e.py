@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
         accounts = [
             account_entry("openai-main", upstream, {"gpt-4o": SERVED, "gpt-mini": "gpt-mini"}),
             local,
+            account_entry("claude-main", upstream, {"claude": "claude-x"}, provider="anthropic"),
         ]
         env = gateway_env(tmp_path, accounts, **stores_env, extra=ENV)
         async with in_process_gateway(env, [upstream]) as gateway:
@@ -222,3 +224,30 @@ async def test_a_waf_page_403_never_opens_the_accounts_circuit(gw: Gateway) -> N
     assert view["circuit"]["open"] is False
     (row,) = await gw.evidence_for(blocked["mint_decision_id"])
     assert (row["scope"], row["error_code"]) == ("model", "http-403")
+
+
+async def test_anthropic_headers_hold_messages_and_token_counting_is_not_its_quota(
+    gw: Gateway,
+) -> None:
+    upstream = gw.upstreams[0]
+    now = datetime.now(UTC)
+    empty = {
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": (now + timedelta(seconds=30)).isoformat(),
+    }
+    upstream.script = lambda r: Reply(headers=empty)
+    minted = await gw.minted(model="claude", dispatch_id="d-q-9")
+    headers = {"x-api-key": minted["key"], "anthropic-version": "2023-06-01"}
+    body = {"model": "claude", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+
+    async def call(path: str) -> int:
+        answer = await gw.client.post(f"{gw.proxy_url}{path}", json=body, headers=headers)
+        return answer.status_code
+
+    # token counting has limits of its own: what its answer says holds nothing
+    assert [await call("/v1/messages/count_tokens") for _ in range(2)] == [200, 200]
+    assert await call("/v1/messages") == 200  # learns: no request left for ~30 s
+    calls = upstream.count
+    assert await call("/v1/messages") == 429
+    assert upstream.count == calls

@@ -7,7 +7,7 @@ key -> account -> endpoint -> caller headers -> body -> model -> budget -> healt
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from starlette.types import ASGIApp
 
@@ -120,12 +120,26 @@ async def forward(
         raise
     attempt.upstream_status = upstream.status
     attempt.first_byte_mono = clock.monotonic()
-    attempt.quota_buckets = account.kind.quota_buckets(upstream.headers, clock.now().timestamp())
+    _read_quota(runtime, attempt, endpoint, account, upstream.headers)
     is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
     deadlines = runtime.clients.deadlines(account.id)
     if attempt.stream and is_sse and upstream.is_success:
         return StreamRelay(runtime, attempt, endpoint, upstream, deadlines)
     return BufferedRelay(runtime, attempt, endpoint, upstream, deadlines)
+
+
+def _read_quota(
+    runtime: ProxyRuntime,
+    attempt: Attempt,
+    endpoint: Endpoint,
+    account: Account,
+    headers: Mapping[str, str],
+) -> None:
+    """The rate-limit buckets the answer's headers state, for the quota view. Token counting
+    has limits of its own: never read as the pair's quota."""
+    if endpoint.completion:
+        now = runtime.clock.now().timestamp()
+        attempt.quota_buckets = account.kind.quota_buckets(headers, now)
 
 
 async def _admit_key(
@@ -206,7 +220,7 @@ async def _rewrite_body(
         # so a worker that keeps sending it reaches the larger window unchanged
         raise GatewayError("model-not-permitted", "this key may not call that model")
     cost = None
-    if runtime.quota.watches(key.account_id, key.served_model):
+    if endpoint.completion and runtime.quota.watches(key.account_id, key.served_model):
         default = runtime.quota.output_estimate(key.account_id, key.served_model)
         cost = estimate(len(raw), output_cap(body.fields), default)
     if path_model is None:
