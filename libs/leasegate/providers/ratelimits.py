@@ -28,10 +28,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 from leasegate.core.ports.quota import Bucket, QuotaDimension
+from leasegate.core.retry_after import retry_after_seconds
 
 MAX_RESET_S = 86_400.0
 """A reset further away than a day is not believed (garbage, or a clock gone wrong)."""
@@ -183,35 +184,15 @@ def rate_limit_wait_s(
     headers: Mapping[str, str], buckets: Mapping[QuotaDimension, Bucket], now: float
 ) -> float | None:
     """How long a 429 asks to wait: `retry-after-ms`, else `retry-after` (seconds or an HTTP
-    date, read against the answer's `date`), else the latest reset of an empty bucket; None
-    when the answer says nothing about it."""
-    millis = _number(headers.get("retry-after-ms"))
-    if millis is not None:
-        return min(millis / 1000.0, MAX_RESET_S)
-    value = headers.get("retry-after")
-    if value is not None:
-        seconds = _number(value)
-        if seconds is not None:
-            return min(seconds, MAX_RESET_S)
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            when = None
-        if when is not None and when.tzinfo is not None:
-            return min(max(0.0, when.timestamp() - provider_now(headers, now)), MAX_RESET_S)
+    date, read against the answer's own `date`: `leasegate.core.retry_after`), else the latest
+    reset of an empty bucket; None when the answer says nothing about it."""
+    their_now = datetime.fromtimestamp(provider_now(headers, now), UTC)
+    asked = retry_after_seconds(headers, their_now)
+    if asked is not None:
+        return min(asked, MAX_RESET_S)
     resets = [
         b.reset_at - now
         for b in buckets.values()
         if b.reset_at is not None and b.remaining is not None and b.remaining <= 0
     ]
     return max(resets) if resets else None
-
-
-def _number(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        number = float(value.strip())
-    except ValueError:
-        return None
-    return number if math.isfinite(number) and number >= 0 else None
