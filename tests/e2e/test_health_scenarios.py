@@ -341,6 +341,42 @@ async def retry_after_beats_the_backoff(
     assert 90 < refused.json()["error"]["retry_after_s"] <= 100
 
 
+# -- (f) a rate limit heard by one proxy holds the pair on every proxy, and cools nothing --
+
+
+async def rate_limit_holds_the_pair_on_every_proxy(
+    d: Deployment, n: Names, ups: list[MockUpstream], events: Events
+) -> None:
+    limited = [
+        Reply.json_error(
+            429,
+            {"error": {"type": "tokens", "code": "rate_limit_exceeded", "message": "slow"}},
+            {"retry-after": "30"},
+        )
+    ]
+    ups[0].script = lambda r: limited.pop() if limited and model_of(r) == n.big_served else None
+    key = await d.minted(model=n.big, dispatch_id=f"{n.p}-1")
+    assert (await d.via(0).chat(key)).status_code == 429
+    # the other proxy hears of it through the shared store (one flush, one refresh: ~1.25 s);
+    # until then the upstream, which has forgotten, still answers it
+    for _ in range(60):
+        answer = await d.via(1).chat(key)
+        if answer.status_code == 429:
+            break
+        await asyncio.sleep(0.05)
+    assert answer.json()["error"]["code"] == "account-quota-exhausted"
+    assert 25 <= int(answer.headers["retry-after"]) <= 31
+    calls = ups[0].count
+    assert (await d.via(1).chat(key)).status_code == 429
+    assert (await d.via(0).chat(key)).status_code == 429
+    assert ups[0].count == calls, "held on both proxies: the provider is not asked"
+    view = await d.account_when(n.acct(), lambda v: bool(v["quota"]))
+    assert view["cooling_models"] == []
+    assert not view["circuit"]["open"]
+    other = await d.minted(model=n.small, dispatch_id=f"{n.p}-2")
+    assert (await d.via(1).chat(other)).status_code == 200  # its other model is not held
+
+
 Scenario = Callable[[Deployment, Names, list[MockUpstream], Events], Awaitable[None]]
 Accounts = Callable[[Names, list[MockUpstream]], list[dict[str, Any]]]
 
@@ -357,6 +393,12 @@ SCENARIOS: dict[str, tuple[Scenario, Accounts, int, dict[str, str]]] = {
     "pool-skips-cooling-account": (pool_skips_the_cooling_account, two_accounts, 2, LONG),
     "trial-after-expiry": (one_trial_after_expiry, one_account_short_windows, 1, SHORT),
     "retry-after-beats-backoff": (retry_after_beats_the_backoff, one_account_two_models, 1, LONG),
+    "rate-limit-holds-every-proxy": (
+        rate_limit_holds_the_pair_on_every_proxy,
+        one_account_two_models,
+        1,
+        LONG,
+    ),
 }
 
 
