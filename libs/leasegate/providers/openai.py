@@ -85,6 +85,13 @@ class ChatWire(FamilyErrors, Wire):
         choices = obj.get("choices")
         if type(choices) is not list:
             return 0
+        if len(choices) == 1 and type(choice := choices[0]) is dict:
+            # the common event, first and cheaply: one choice whose delta is only content
+            delta = choice.get("delta")
+            if type(delta) is dict and len(delta) == 1:
+                text = delta.get("content")
+                if type(text) is str:
+                    return len(text)
         n = 0
         for choice in choices:
             if type(choice) is not dict:
