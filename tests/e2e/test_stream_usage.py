@@ -239,6 +239,9 @@ async def test_a_stream_without_usage_is_charged_an_estimate_against_both_budget
         assert refused.status_code == 402
         assert refused.json()["error"]["code"] == "tenant-budget-exhausted"
 
+        metrics = await gw.metrics(gw.proxy_url)
+        assert 'leasegate_proxy_usage_estimated_total{account="openai-main"' in metrics
+
         report = await gw.control_get("/usage?group_by=tenant")
         (group,) = report["usage"]
         assert (group["input_tokens"], group["output_tokens"]) == (
