@@ -126,6 +126,26 @@ async def test_an_sdk_stream_without_stream_options_is_charged_and_budgeted(
         assert Decimal(group["cost"]) == COST
 
 
+async def test_a_legacy_completions_stream_is_charged_the_same_way(
+    tmp_path: Path, stores_env: StoresEnv
+) -> None:
+    async with priced_gateway(tmp_path, stores_env) as priced:
+        gw = priced.gateway
+        minted = await gw.minted()
+        async with _sdk(gw, minted["key"]) as sdk:
+            stream = await sdk.completions.create(model="gpt-4o", prompt="hi", stream=True)
+            chunks = [chunk async for chunk in stream]
+        assert chunks
+        assert all(chunk.choices for chunk in chunks)
+        (row,) = await gw.evidence_for(minted["mint_decision_id"])
+        assert (row["endpoint"], row["input_tokens"], row["output_tokens"]) == (
+            "/v1/completions",
+            12,
+            4,
+        )
+        assert row["usage_estimated"] is False
+
+
 async def test_a_caller_that_asked_for_usage_gets_its_usage_chunk(
     tmp_path: Path, stores_env: StoresEnv
 ) -> None:
