@@ -204,7 +204,6 @@ async def test_a_caller_gone_after_the_finish_is_charged_the_upstreams_usage(
             assert row["input_tokens"] is not None
             assert row["input_tokens"] >= 1
             assert row["output_tokens"] >= 1
-            assert row["duration_ms"] < USAGE_DELAY_S * 1000
         assert Decimal(row["cost"]) > 0
         assert row["usage_estimated"] is estimated
 
