@@ -124,6 +124,7 @@ async def test_an_sdk_stream_without_stream_options_is_charged_and_budgeted(
         (group,) = report["usage"]
         assert (group["input_tokens"], group["output_tokens"]) == (12, 4)
         assert Decimal(group["cost"]) == COST
+        assert group["estimated_requests"] == 0
 
 
 async def test_a_legacy_completions_stream_is_charged_the_same_way(
@@ -267,3 +268,4 @@ async def test_a_stream_without_usage_is_charged_an_estimate_against_both_budget
             row["input_tokens"],
             row["output_tokens"],
         )
+        assert group["estimated_requests"] == 1  # of its requests (the refused ones too)
