@@ -8,11 +8,12 @@ import itertools
 import json
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from leasegate.demo.upstream_payloads import render, usage_asked
-from leasegate.providers import Usage, kind_named, wire_named
+from leasegate.providers import OptionError, Usage, kind_named, wire_named
 from leasegate.providers.estimate import (
     CHARS_PER_TOKEN,
     estimated_usage,
@@ -94,6 +95,21 @@ def test_azure_is_asked_only_from_the_first_api_version_that_takes_stream_option
         body: dict[str, object] = {"model": "m", "stream": True}
         assert azure.ask_usage(CHAT, body, options) is asks
         assert ("stream_options" in body) is asks
+
+
+def test_an_openai_compatible_server_that_refuses_stream_options_can_be_left_unasked() -> None:
+    compatible = kind_named("openai-compatible")
+    for entry, asks in (
+        ({}, True),
+        ({"ask_stream_usage": True}, True),
+        ({"ask_stream_usage": False}, False),
+    ):
+        options = compatible.options(entry)
+        body: dict[str, object] = {"model": "m", "stream": True}
+        assert compatible.ask_usage(CHAT, body, options) is asks
+        assert ("stream_options" in body) is asks
+    with pytest.raises(OptionError, match="true or false"):
+        compatible.options({"ask_stream_usage": "no"})
 
 
 # -- the strip ---------------------------------------------------------------------------------

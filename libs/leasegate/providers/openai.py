@@ -23,6 +23,7 @@ from leasegate.providers.base import (
     EXAMPLE_MODEL,
     Endpoint,
     Example,
+    OptionError,
     ProviderKind,
     StreamFacts,
     Usage,
@@ -197,9 +198,26 @@ class OpenRouter(OpenAI):
 
 
 class OpenAICompatible(OpenAI):
-    """Any server that speaks OpenAI's wire (vLLM, llama.cpp, LiteLLM, ...)."""
+    """Any server that speaks OpenAI's wire (vLLM, llama.cpp, LiteLLM, ...).
+
+    `ask_stream_usage: false` on the account: a server that refuses `stream_options` is not
+    asked for a stream's usage; its streams are charged an estimate (providers/estimate.py)."""
 
     name = "openai-compatible"
+    option_fields = frozenset({"ask_stream_usage"})
+
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        ask = entry.get("ask_stream_usage", True)
+        if not isinstance(ask, bool):
+            raise OptionError("ask_stream_usage", "must be true or false")
+        return {} if ask else {"ask_stream_usage": "false"}
+
+    def ask_usage(
+        self, endpoint: Endpoint, body: dict[str, Any], options: Mapping[str, str]
+    ) -> bool:
+        if options.get("ask_stream_usage") == "false":
+            return False
+        return super().ask_usage(endpoint, body, options)
 
 
 def _usage(n: int) -> dict[str, object]:
