@@ -99,11 +99,12 @@ def test_azure_is_asked_only_from_the_first_api_version_that_takes_stream_option
 
 def test_an_openai_compatible_server_that_refuses_stream_options_can_be_left_unasked() -> None:
     compatible = kind_named("openai-compatible")
-    for entry, asks in (
+    entries: list[tuple[dict[object, object], bool]] = [
         ({}, True),
         ({"ask_stream_usage": True}, True),
         ({"ask_stream_usage": False}, False),
-    ):
+    ]
+    for entry, asks in entries:
         options = compatible.options(entry)
         body: dict[str, object] = {"model": "m", "stream": True}
         assert compatible.ask_usage(CHAT, body, options) is asks
