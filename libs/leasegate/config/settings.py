@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     first_token_timeout_s: PositiveSeconds = 120.0
     """Reasoning models send nothing that answers while they think: see upstream-failures.md."""
     stream_idle_timeout_s: PositiveSeconds = 60.0
+    stream_usage_grace_s: Annotated[float, Field(ge=0, le=60)] = 5.0
+    """How long a stream whose caller hung up after the answer ended is read on for its
+    usage (OpenAI's comes after the finish); 0: not at all (the usage is then estimated)."""
     upstream_max_connections: int = Field(default=256, ge=1)
     """Default size of each account's own connection pool."""
     upstream_pool_timeout_s: PositiveSeconds = 5.0

@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, case, func, select
 
 from leasegate.db.engine import Database
 from leasegate.db.models import EvidenceRecordRow, MintDecisionRow
@@ -34,6 +34,8 @@ class UsageGroup:
     cache_creation_input_tokens: int
     cost: Decimal | None
     """None when no row of the group had a price."""
+    estimated_requests: int = 0
+    """Rows whose tokens and cost are the gateway's estimate (`usage_estimated`)."""
 
 
 class UsageRepository:
@@ -60,6 +62,7 @@ class UsageRepository:
             func.coalesce(func.sum(_E.cache_read_input_tokens), 0).label("cache_read"),
             func.coalesce(func.sum(_E.cache_creation_input_tokens), 0).label("cache_creation"),
             func.sum(_E.cost).label("cost"),
+            func.coalesce(func.sum(case((_E.usage_estimated, 1), else_=0)), 0).label("estimated"),
         ).where(_E.started_at >= since, _E.started_at < until)
         if "tenant" in columns or tenant is not None:
             query = query.select_from(_E).outerjoin(
@@ -81,6 +84,7 @@ class UsageRepository:
                 cache_read_input_tokens=int(row.cache_read),
                 cache_creation_input_tokens=int(row.cache_creation),
                 cost=None if row.cost is None else Decimal(row.cost),
+                estimated_requests=int(row.estimated),
             )
             for row in rows
         ]

@@ -75,7 +75,7 @@ async def forward(
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
         payload = await _rewrite_body(
-            runtime, content_type, body, attempt, key, endpoint, path_model
+            runtime, content_type, body, attempt, key, account, endpoint, path_model
         )
         await runtime.spend.check(key)
         await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
@@ -173,11 +173,13 @@ async def _rewrite_body(
     read: Body,
     attempt: Attempt,
     key: KeyRecord,
+    account: Account,
     endpoint: Endpoint,
     path_model: str | None,
 ) -> bytes:
     """The body to send upstream, `model` set to the served name (always re-encoded: the
-    upstream reads exactly what was checked, duplicate keys included). For an endpoint with
+    upstream reads exactly what was checked, duplicate keys included) and, on a stream whose
+    wire reports usage only when asked, the ask (`Wire.ask_usage`). For an endpoint with
     the model in its path, the path's model is checked and the body left as it is (the kind
     puts the served name in the upstream path)."""
     check_content_type(content_type)
@@ -187,6 +189,7 @@ async def _rewrite_body(
         raise GatewayError("invalid-request", too_large.detail, status=413) from None
     except BodyReadTimeout as timed_out:
         raise GatewayError("request-timeout", timed_out.detail) from None
+    attempt.body_bytes = len(raw)
     if path_model is None:
         body = parse_body(raw)
     else:
@@ -203,6 +206,9 @@ async def _rewrite_body(
         raise GatewayError("model-not-permitted", "this key may not call that model")
     if path_model is None:
         body.fields["model"] = key.served_model
+        if body.stream and endpoint.streams:
+            # the stream's usage is what its cost and budgets are counted from
+            attempt.strip_usage = account.kind.ask_usage(endpoint, body.fields, account.options)
     return encode_body(body.fields)
 
 
