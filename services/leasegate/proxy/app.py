@@ -80,7 +80,9 @@ def build_proxy_runtime(
             config.registry,
             stores.spend,
             keep_s=settings.key_max_ttl_s,
-            tenants=TenantBudgetWatch(stores.durable, settings.audit_key, clock),
+            tenants=TenantBudgetWatch(
+                stores.durable, settings.audit_key, clock, witness=stores.witness
+            ),
             clock=clock,
         ),
         tracer=_request_tracer() if config.tracing_endpoint is not None else None,
