@@ -36,11 +36,12 @@ from leasegate.core.errors import GatewayError
 from leasegate.core.ports.errors import StoreError, failure_reason
 from leasegate.core.ports.witness import AuditWitness, Witness
 from leasegate.spend import TenantBudget
+from leasegate.web.spend_totals import BUDGET_REFRESH_S
 
 log = logging.getLogger("leasegate.proxy")
 
 FRESH_S = 0.5
-REFRESH_S = 1.0
+REFRESH_S = BUDGET_REFRESH_S
 READ_DEADLINE_S = 2.0
 
 
