@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 
 from leasegate.demo.upstream import MockUpstream
 from leasegate.kv.keys import chain_spend_key
+from leasegate.proxy.tenant_budgets import REFRESH_S
 from leasegate.spend import tenant_total_id
 from tests.fixtures.gateway_client import GatewayClient
 from tests.fixtures.gateways import (
@@ -182,9 +183,10 @@ async def test_reconciliation_brings_injected_drift_back_to_evidence(tmp_path: P
         async with in_process_gateway(env) as gw, redis_of(stores) as client:
             await set_budget(gw, tenant, 100 * PER_REQUEST)
             key = await gw.minted(tenant=tenant, dispatch_id="d-1")
+            await asyncio.sleep(REFRESH_S + 0.1)  # the proxy knows the budget: it counts
             for _ in range(3):
                 assert (await chat(gw, key)).status_code == 200
-            await eventually(lambda: _equal(gw, tenant))
+            await eventually(lambda: _equal(gw, tenant))  # the rows written
 
             now = gw_now(gw)
             total = chain_spend_key(stores["redis_prefix"], tenant_total_id(tenant, "day", now))
