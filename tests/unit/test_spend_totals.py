@@ -61,7 +61,9 @@ def test_no_request_is_counted_twice_and_reconciling_after_a_loss_is_exact(
 ) -> None:
     total = RunningTotal()
     total.rebase(0.0, 0, 0, only_if_unknown=True)  # the first budgeted request's rebuild
-    events = [(r.end, 0, "finish", r) for r in requests]
+    events: list[tuple[float, int, str, Request | None]] = [
+        (r.end, 0, "finish", r) for r in requests
+    ]
     events += [(at, 1, kind, None) for kind, at in checks]
     lost_at: float | None = None
     for now, _, kind, request in sorted(events, key=lambda e: (e[0], e[1])):
