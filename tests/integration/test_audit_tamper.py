@@ -255,16 +255,24 @@ async def test_a_tampered_tenant_budget_reads_corrupt_and_proxies_keep_the_verif
 
 
 async def test_a_proxy_reading_a_restored_backup_refuses_until_the_chain_verifies(
-    chain: Chain, redis_url: str, redis_prefix: str
+    chain: Chain, redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A rollback (the last record gone, an older signed anchor restored) verifies by itself;
-    only the witness in Redis shows it. A proxy reads the witness too."""
+    only the witness in Redis shows it. A proxy reads the witness too, and says why once."""
     await _rollback_behind_witness(chain)
     watch = TenantBudgetWatch(AuditRepository(chain.db), AUDIT_KEY, SystemClock(), chain.witness)
-    with pytest.raises(GatewayError) as unverifiable:
-        await watch.budget_of("acme")
+    for _ in range(3):  # three reads of the same chain, many requests
+        for _ in range(5):
+            with pytest.raises(GatewayError) as unverifiable:
+                await watch.budget_of("acme")
+        await asyncio.sleep(0.55)
     assert unverifiable.value.code == "budgets-unverifiable"
     assert unverifiable.value.retry_after_s == 1.0
+    said = [r for r in caplog.records if r.name == "leasegate.proxy"]
+    assert [r.getMessage() for r in said] == [
+        "tenant budgets unverifiable: refusing every tenant until the chain verifies"
+    ]
+    assert said[0].chain == "corrupt: behind-witness at seq 4"  # type: ignore[attr-defined]
 
     # the operator accepts the restore (docs/operations.md: the witness is reset), and the
     # proxy serves again by itself, without a restart
@@ -276,3 +284,4 @@ async def test_a_proxy_reading_a_restored_backup_refuses_until_the_chain_verifie
     await asyncio.sleep(1.05)
     assert await watch.budget_of("acme") is None
     assert watch.verified
+    assert caplog.records[-1].getMessage() == "tenant budgets verified again"
