@@ -108,8 +108,10 @@ class TenantBudgetWatch:
             async with asyncio.timeout(READ_DEADLINE_S):
                 head = await self._repository.read_head()
                 if head != self._head:
-                    snapshot = await self._repository.read_chain()
+                    # the witness first: it moves only after an append commits, so read before
+                    # the chain it is never ahead of it (an older reading is weaker, not wrong)
                     witness = await self._read_witness()
+                    snapshot = await self._repository.read_chain()
                     self._accept(
                         fold(snapshot.records, snapshot.anchor, key=self._key, witness=witness),
                         head,
