@@ -125,7 +125,8 @@ class SpendTotals:
         # A total lost with the store's data has kept the requests since (per second): the
         # evidence is asked only up to a settled cut-off. A total never written has kept
         # nothing: the evidence up to the admitted request's start, whatever is written.
-        if await self._store.kept(ref.total_id):
+        lost = await self._store.kept(ref.total_id)
+        if lost:
             cutoff = reconcile_cutoff(self._clock.now().timestamp(), self.settle_s)
             until = datetime.fromtimestamp(cutoff, UTC)
         else:
@@ -134,8 +135,10 @@ class SpendTotals:
         total = await self._store.rebase(
             ref.total_id, cutoff, tokens, cost, ref.keep_s, only_if_unknown=True
         )
-        log.warning(
-            "spend total rebuilt from evidence",
+        # a total first used (a new dispatch, a new period) is routine; a lost one is not
+        log.log(
+            logging.WARNING if lost else logging.DEBUG,
+            "spend total rebuilt from evidence" if lost else "spend total started from evidence",
             extra={"total": ref.total_id, "tokens": total[0], "cost_billionths": total[1]},
         )
         return total
