@@ -196,6 +196,22 @@ async def test_reconciliation_brings_injected_drift_back_to_evidence(tmp_path: P
             await eventually(lambda: _equal(gw, tenant))
             assert await view_tokens(gw, tenant) == 3 * PER_REQUEST
 
+            # a dispatch's total too: an edit that would reopen its spent budget is undone
+            chain = await gw.minted(
+                tenant=f"{tenant}-d", dispatch_id="d-1", budget={"max_tokens": 2 * PER_REQUEST}
+            )
+            for _ in range(2):
+                assert (await chat(gw, chain)).status_code == 200
+            assert code(await chat(gw, chain)) == "dispatch-budget-exhausted"
+            chain_key = chain_spend_key(stores["redis_prefix"], chain["chain_id"])
+            await client.hincrby(chain_key, "tokens", -2 * PER_REQUEST)
+            assert (await chat(gw, chain)).status_code == 200  # reopened by the edit
+
+            async def refused_again() -> bool:
+                return code(await chat(gw, chain)) == "dispatch-budget-exhausted"
+
+            await eventually(refused_again)
+
 
 def gw_now(gw: Gateway) -> Any:
     return gw.app.state.control.clock.now()

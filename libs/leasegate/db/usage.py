@@ -131,6 +131,9 @@ class UsageRepository:
         query = (
             select(KeyRow.chain_id)
             .where(
+                # a live key carries `live_dispatch` (UNIQUE, NULL once ended): its index keeps
+                # this from reading every key ever minted
+                KeyRow.live_dispatch.is_not(None),
                 KeyRow.revoked_at.is_(None),
                 KeyRow.expires_at > now,
                 KeyRow.chain_id.is_not(None),
