@@ -22,6 +22,7 @@ from leasegate.db import Store
 from leasegate.db.audit import AppendPlan, AuditRepository
 from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.db.proxy_sql import SqlProxyStore
+from leasegate.db.schema import release_migrations
 from leasegate.web.wiring import ProxyDatabase
 from tests.fixtures.databases import migrate, migrated_database, pg_url
 from tests.fixtures.evidence import evidence_row
@@ -98,6 +99,12 @@ async def test_a_row_the_database_refuses_is_store_rejected_and_writes_nothing(
     assert [r.request_id for r in await opened.store.query_evidence(limit=10)] == ["good"]
 
 
+async def test_the_schema_reads_at_this_releases_head(opened: Opened) -> None:
+    head = release_migrations()[-1].revision
+    assert await opened.proxy.schema_revisions() == {head}
+    assert await opened.store.db.schema_revisions() == {head}
+
+
 async def test_an_empty_chain_reads_as_empty(opened: Opened) -> None:
     reference = AuditRepository(opened.store.db)
     assert await opened.proxy.read_chain() == ChainSnapshot((), None)
@@ -148,6 +155,7 @@ async def test_every_call_of_an_unreachable_postgres_is_store_unavailable() -> N
             lambda: proxy.write_evidence(rows),
             proxy.read_head,
             proxy.read_chain,
+            proxy.schema_revisions,
         ):
             with pytest.raises(StoreUnavailable):
                 await call()

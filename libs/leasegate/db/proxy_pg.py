@@ -108,6 +108,14 @@ class PgProxyStore:
             return False
         return True
 
+    async def schema_revisions(self) -> frozenset[str]:
+        """The revisions in `alembic_version`; none when the table does not exist."""
+        async with self.pool.connection() as connection:
+            if not await connection.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL"):
+                return frozenset()
+            rows = await connection.fetch("SELECT version_num FROM alembic_version")
+        return frozenset(str(row[0]) for row in rows)
+
     def observe(self, calls: CallObserver) -> None:
         """Time every call from now on (the store metrics)."""
         self.pool.calls = calls

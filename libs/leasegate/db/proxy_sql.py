@@ -46,6 +46,9 @@ class SqlProxyStore:
     async def ping(self) -> bool:
         return await self._store.db.ping()
 
+    async def schema_revisions(self) -> frozenset[str]:
+        return await self._store.db.schema_revisions()
+
     def observe(self, calls: CallObserver) -> None:
         self._store.db.observe(calls)
 

@@ -59,6 +59,10 @@ class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, SpendEvidence, Proto
     async def ping(self) -> bool:
         """Whether the database answers within a couple of seconds."""
 
+    async def schema_revisions(self) -> frozenset[str]:
+        """The Alembic revisions the database is at (none: unmigrated); StoreError when it
+        cannot be reached."""
+
     def observe(self, calls: CallObserver) -> None:
         """Time every call from now on."""
 

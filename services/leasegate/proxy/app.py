@@ -33,7 +33,7 @@ from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.app_base import plain_app
 from leasegate.web.health_metrics import HealthGauges
-from leasegate.web.ops import ops_routes
+from leasegate.web.ops import ops_routes, store_probes
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import ProxyStores, open_proxy_stores
@@ -154,7 +154,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
 
     gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     ops = ops_routes(
-        {"database": stores.ping_database, "redis": stores.ping_redis},
+        store_probes(stores),
         metrics_registry,
         refresh=(gauges.refresh,),
         accounts=config.registry,
