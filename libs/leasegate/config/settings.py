@@ -85,6 +85,8 @@ class Settings(BaseSettings):
     """Directory for the evidence spill file; unset: past the memory bound the oldest go."""
     evidence_durable_timeout_s: PositiveSeconds = 2.0
     """How long a qualifying failure's row may hold its response while it is written."""
+    spend_reconcile_interval_s: PositiveSeconds = 60.0
+    """How often the control plane brings each running spend total back to evidence."""
     shutdown_drain_s: PositiveSeconds = 10.0
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
     console_secret: SecretStr | None = None

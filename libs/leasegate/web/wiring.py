@@ -22,7 +22,7 @@ from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
-from leasegate.core.ports.spend import ChainSpend
+from leasegate.core.ports.spend import ChainSpend, SpendEvidence
 from leasegate.core.ports.storage import EvidenceWriter, KeyReader
 from leasegate.core.ports.witness import AuditWitness
 from leasegate.db.pg_pool import Deadlines as DatabaseDeadlines
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from leasegate.db.store import Store
 
 
-class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, Protocol):
+class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, SpendEvidence, Protocol):
     """Everything a proxy asks of the database (`PgProxyStore`, or `SqlProxyStore`)."""
 
     dialect: str

@@ -34,6 +34,7 @@ from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.app_base import plain_app
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_routes, store_probes
+from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import ProxyStores, open_proxy_stores
 
@@ -78,9 +79,17 @@ def build_proxy_runtime(
         metrics=ProxyMetrics(metrics_registry),
         spend=SpendGate(
             config.registry,
-            stores.spend,
+            SpendTotals(
+                stores.spend,
+                stores.durable,
+                config.registry,
+                clock,
+                settle_seconds(settings.evidence_flush_interval_s),
+            ),
             keep_s=settings.key_max_ttl_s,
-            tenants=TenantBudgetWatch(stores.durable, settings.audit_key, clock),
+            tenants=TenantBudgetWatch(
+                stores.durable, settings.audit_key, clock, witness=stores.witness
+            ),
             clock=clock,
         ),
         tracer=_request_tracer() if config.tracing_endpoint is not None else None,

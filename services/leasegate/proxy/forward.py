@@ -77,7 +77,7 @@ async def forward(
         payload = await _rewrite_body(
             runtime, content_type, body, attempt, key, account, endpoint, path_model
         )
-        await runtime.spend.check(key)
+        await runtime.spend.check(key, attempt.started_at)
         await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
         if (capacity := account.request_capacity) is not None:  # else nothing is counted
             await in_step(trace, "proxy.slot", _take_slot(runtime, attempt, account.id, capacity))
