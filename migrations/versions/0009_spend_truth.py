@@ -2,7 +2,7 @@
 rebuilt from evidence (its decisions, then their rows) without reading every decision.
 
 Revision ID: spend_truth
-Revises: renew_function
+Revises: usage_estimated
 Create Date: 2026-12-02
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "spend_truth"
-down_revision: str | None = "renew_function"
+down_revision: str | None = "usage_estimated"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
