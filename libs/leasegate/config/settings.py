@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
+
+DEFAULT_EVIDENCE_SPILL_PATH = Path("leasegate-spill")
+"""The evidence spill directory of production mode when none is set: relative to the working
+directory (`/tmp/leasegate-spill` in the image, whose working directory is `/tmp`)."""
 
 _TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
@@ -78,8 +82,8 @@ class Settings(BaseSettings):
     plane (whole partitions on Postgres); unset keeps it forever."""
     evidence_memory_rows: int = Field(default=100_000, ge=1)
     """Unwritten evidence rows held in memory; past this they go to the spill file."""
-    evidence_spill_path: Path | None = None
-    """Directory for the evidence spill file; unset: past the memory bound the oldest go."""
+    evidence_spill_path: Path | Literal["off"] | None = None
+    """Directory for the evidence spill files (`evidence_spill_dir`); `off`: none at all."""
     evidence_durable_timeout_s: PositiveSeconds = 2.0
     """How long a qualifying failure's row may hold its response while it is written."""
     shutdown_drain_s: PositiveSeconds = 10.0
@@ -143,6 +147,16 @@ class Settings(BaseSettings):
         if self.base_cooldown_s > self.max_cooldown_s:
             raise ValueError("LEASEGATE_BASE_COOLDOWN_S must not exceed LEASEGATE_MAX_COOLDOWN_S")
         return self
+
+    @property
+    def evidence_spill_dir(self) -> Path | None:
+        """The evidence spill directory in use: the one set; unset, `DEFAULT_EVIDENCE_SPILL_PATH`
+        in production mode and none in embedded mode; none when set to `off`."""
+        if self.evidence_spill_path == "off":
+            return None
+        if self.evidence_spill_path is not None:
+            return self.evidence_spill_path
+        return DEFAULT_EVIDENCE_SPILL_PATH if self.production else None
 
     @property
     def production(self) -> bool:

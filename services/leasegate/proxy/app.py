@@ -22,7 +22,7 @@ from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
 from leasegate.proxy.evidence_metrics import EvidenceMetrics
-from leasegate.proxy.evidence_spill import SpillFile
+from leasegate.proxy.evidence_spill import open_spill
 from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
@@ -68,11 +68,7 @@ def build_proxy_runtime(
             flush_interval_s=settings.evidence_flush_interval_s,
             memory_rows=settings.evidence_memory_rows,
             durable_timeout_s=settings.evidence_durable_timeout_s,
-            spill=(
-                SpillFile.open(settings.evidence_spill_path, settings.database_url)
-                if settings.evidence_spill_path is not None
-                else None
-            ),
+            spill=open_spill(settings.evidence_spill_dir, settings.database_url),
             metrics=EvidenceMetrics(metrics_registry),
         ),
         metrics=ProxyMetrics(metrics_registry),
