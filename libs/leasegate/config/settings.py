@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     connection opened); then 408 and the connection is closed."""
     body_idle_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
     """A request body that stops arriving for this long is answered 408."""
+    body_total_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    """A request body must be complete this long after the request's headers, however it
+    trickles in; then 408 and the connection is closed."""
     max_forwarded_header_bytes: int = Field(default=8192, ge=256)
     """Cap on the caller headers the proxy forwards upstream, in total; over it: 431."""
     key_cache_ttl_s: PositiveSeconds = 60.0
