@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     """Opening a Redis connection."""
     redis_command_timeout_s: PositiveSeconds = 2.0
     """One Redis command's reply."""
+    subscription_heartbeat_s: Annotated[float, Field(gt=0, le=10)] = 0.5
+    """A PING on each Redis subscription (revocations, health news) this often; one that
+    hears nothing for three of them is replaced (a revoked key is then refused within about
+    three heartbeats and a second)."""
     accounts_file: Path | None = None
     control_token: SecretStr | None = None
     admin_tokens: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)

@@ -59,7 +59,12 @@ def build_proxy_runtime(
         settings=settings,
         registry=config.registry,
         clock=clock,
-        resolver=KeyResolver(stores.durable, clock, settings.key_cache_ttl_s),
+        resolver=KeyResolver(
+            stores.durable,
+            clock,
+            settings.key_cache_ttl_s,
+            fanout_ready=lambda: stores.revocations.ready,
+        ),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
         slots=SlotKeeper(stores.slots, clock),
