@@ -316,8 +316,12 @@ async def test_rows_of_a_hanging_database_reach_the_spill_file_after_the_stall_t
 async def test_a_database_that_takes_every_batch_leaves_the_spill_file_untouched(
     store: Store, tmp_path: Path
 ) -> None:
+    """(A stall time no write reaches even on a loaded machine: a write slower than the
+    default 1 s would copy its rows to disk, by design.)"""
     url = str(store.db.engine.url.render_as_string(hide_password=False))
-    sink = EvidenceSink(store, flush_interval_s=0.01, spill=SpillFile.open(tmp_path, url))
+    sink = EvidenceSink(
+        store, flush_interval_s=0.01, spill=SpillFile.open(tmp_path, url), stall_s=60
+    )
     sink.start()
     try:
         for batch in range(10):
@@ -330,3 +334,35 @@ async def test_a_database_that_takes_every_batch_leaves_the_spill_file_untouched
         assert all(path.stat().st_size == 0 for path in spill_files(tmp_path))
     finally:
         await sink.stop(drain_s=1)
+
+
+@pytest.mark.postgres
+async def test_a_batch_in_flight_when_the_writer_stops_is_kept_for_the_successor(
+    tmp_path: Path,
+) -> None:
+    """The database hangs; the writer is stopped while a batch write is still waiting on it
+    (before the stall time): the drain gives up, and that batch too lands in the spill file."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        await reader.read()
+
+    silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{silent.sockets[0].getsockname()[1]}/x"
+    down = Store.connect(url)
+    sink = EvidenceSink(down, flush_interval_s=0.05, spill=SpillFile.open(tmp_path, url))
+    sink.start()
+    try:
+        for row in rows(20):
+            sink.add(row)
+        await asyncio.sleep(0.2)  # the first batch is in flight, nothing on disk yet
+        assert _lines_on_disk(tmp_path) == 0
+        await sink.stop(drain_s=0.2)
+        assert _lines_on_disk(tmp_path) == 20
+    finally:
+        await down.close()
+        silent.close()
+        for writer in accepted:
+            writer.close()
+        await silent.wait_closed()

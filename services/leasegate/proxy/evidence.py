@@ -49,7 +49,8 @@ DEAD_LETTER_EVENT = "evidence row refused by the database: dead-lettered"
 BATCH_TIMEOUT_S = 10.0
 """A batch write that has not finished by then counts as unreachable (a silent partition)."""
 STALL_S = 1.0
-"""A batch write unfinished after this long sends the rows waiting to the spill file."""
+"""A batch write unfinished after this long sends the rows waiting to the spill file (the
+default of `stall_s`)."""
 
 
 class EvidenceSink:
@@ -63,6 +64,7 @@ class EvidenceSink:
         durable_timeout_s: float = 2.0,
         spill: SpillFile | None = None,
         metrics: EvidenceMetrics | None = None,
+        stall_s: float = STALL_S,
     ) -> None:
         self._writer = writer
         self._interval = flush_interval_s
@@ -70,6 +72,7 @@ class EvidenceSink:
         self._memory_rows = memory_rows
         self._durable_timeout_s = durable_timeout_s
         self._spill = spill
+        self._stall_s = stall_s
         self._metrics = metrics or EvidenceMetrics(None)
         self._rows: deque[EvidenceRow] = deque()
         self._wake = asyncio.Event()
@@ -197,6 +200,9 @@ class EvidenceSink:
             log.exception("evidence write failed unexpectedly; will retry")
             self._keep(batch, on_disk)
             return False
+        except BaseException:  # cancelled (a drain's deadline, stop): the rows stay
+            self._keep(batch, on_disk)
+            raise
         if spill is not None:
             spill.consume()
         if self._spill is not None and (spill is not None or self._to_disk):
@@ -212,7 +218,7 @@ class EvidenceSink:
             self._rows.extendleft(reversed(batch))
 
     async def _watched(self, write: Awaitable[None], stalled: Callable[[], None]) -> None:
-        """Await `write`; if it is still unfinished after `STALL_S` (with a spill file), call
+        """Await `write`; if it is still unfinished after `stall_s` (with a spill file), call
         `stalled` then, and fsync the file every flush interval until it ends. Only a timer
         is armed for this: nothing more per batch while writes are quick."""
         spill = self._spill
@@ -231,7 +237,7 @@ class EvidenceSink:
             sync.add_done_callback(self._syncs.discard)
             timer = loop.call_later(self._interval, tick, False)
 
-        timer = loop.call_later(STALL_S, tick, True)
+        timer = loop.call_later(self._stall_s, tick, True)
         try:
             await write
         finally:
