@@ -197,11 +197,17 @@ def _kv(config: Config) -> KvStores:
     return KvStores(
         health=RedisHealthStore(client, prefix, policy),
         health_fanout=RedisHealthFanout(
-            client, prefix, reply_within_s=settings.redis_command_timeout_s
+            client,
+            prefix,
+            reply_within_s=settings.redis_command_timeout_s,
+            heartbeat_s=settings.subscription_heartbeat_s,
         ),
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
         revocations=RedisRevocationBus(
-            client, prefix, reply_within_s=settings.redis_command_timeout_s
+            client,
+            prefix,
+            reply_within_s=settings.redis_command_timeout_s,
+            heartbeat_s=settings.subscription_heartbeat_s,
         ),
         redis=client,
         witness=RedisAuditWitness(client, prefix),

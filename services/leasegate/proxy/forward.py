@@ -40,6 +40,11 @@ from leasegate.upstream.failures import send_failure
 from leasegate.web.body_limit import BodyReadTimeout, BodyTooLarge
 
 
+class BodyRefused(GatewayError):
+    """The body could not be read whole (too large, too slow): the rest of it may still be on
+    the wire, so the refusal closes the connection (`Connection: close`)."""
+
+
 class ClientGone(Exception):
     """The caller disconnected before its request body was in (its row is already queued)."""
 
@@ -87,7 +92,8 @@ async def forward(
         raise
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
-        return refusal_response(refusal, attempt.request_id, attempt.key)
+        closing = isinstance(refusal, BodyRefused)
+        return refusal_response(refusal, attempt.request_id, attempt.key, close=closing)
     except StoreError as exc:
         unavailable = GatewayError(
             "unavailable",
@@ -186,9 +192,9 @@ async def _rewrite_body(
     try:
         raw = await read()
     except BodyTooLarge as too_large:
-        raise GatewayError("invalid-request", too_large.detail, status=413) from None
+        raise BodyRefused("invalid-request", too_large.detail, status=413) from None
     except BodyReadTimeout as timed_out:
-        raise GatewayError("request-timeout", timed_out.detail) from None
+        raise BodyRefused("request-timeout", timed_out.detail) from None
     attempt.body_bytes = len(raw)
     if path_model is None:
         body = parse_body(raw)

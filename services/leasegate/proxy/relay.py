@@ -74,11 +74,14 @@ def leasegate_headers(request_id: str, key: KeyRecord | None) -> dict[str, str]:
 
 
 def refusal_response(
-    error: GatewayError, request_id: str, key: KeyRecord | None = None
+    error: GatewayError, request_id: str, key: KeyRecord | None = None, *, close: bool = False
 ) -> JSONResponse:
+    """The error envelope; `close`: the connection ends with this answer."""
     headers = leasegate_headers(request_id, key)
     if error.retry_after_s is not None:
         headers["retry-after"] = retry_after_header(error.retry_after_s)
+    if close:
+        headers["connection"] = "close"
     return JSONResponse(error.envelope(), status_code=error.status, headers=headers)
 
 
