@@ -162,3 +162,33 @@ async def test_every_call_of_an_unreachable_postgres_is_store_unavailable() -> N
         assert await proxy.ping() is False
     finally:
         await proxy.close()
+
+
+async def test_spend_evidence_sums_a_tenants_rows_and_a_chains_rows(opened: Opened) -> None:
+    """What a lost running total is rebuilt from: per account, the ORM's answer too."""
+    root, root_key = minted("acme/web", at=T0)
+    root = replace(root, chain_id=root.id)
+    hop, hop_key = minted("acme/web", at=T0 + timedelta(seconds=1), chain_id=root.id)
+    other, other_key = minted("acme/api", at=T0)
+    for decision, key in ((root, root_key), (hop, hop_key), (other, other_key)):
+        await opened.store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    rows = [
+        replace(evidence_row("r-1", T0 + timedelta(seconds=2)), mint_decision_id=root.id),
+        replace(evidence_row("r-2", T0 + timedelta(seconds=3)), mint_decision_id=hop.id),
+        replace(evidence_row("r-3", T0 + timedelta(seconds=9)), mint_decision_id=hop.id),
+        replace(evidence_row("r-4", T0 + timedelta(seconds=2)), mint_decision_id=other.id),
+    ]
+    await opened.proxy.write_evidence(rows)
+    until = T0 + timedelta(seconds=5)  # r-3 started after the cut-off
+    for scope in ({"tenant": "acme/web", "chain_id": None}, {"tenant": None, "chain_id": root.id}):
+        found = await opened.proxy.spend_evidence(**scope, since=T0, until=until)
+        assert [(g.account_id, g.input_tokens, g.output_tokens) for g in found] == [
+            ("openai-main", 2, 4)
+        ]
+        assert found == await opened.store.spend_evidence(**scope, since=T0, until=until)
+    assert (
+        await opened.proxy.spend_evidence(
+            tenant="acme/nobody", chain_id=None, since=T0, until=until
+        )
+        == []
+    )

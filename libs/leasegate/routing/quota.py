@@ -23,10 +23,7 @@ from dataclasses import dataclass
 
 from leasegate.accounts import DeclaredLimits
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
-
-BYTES_PER_TOKEN = 4
-"""A request body's size in bytes over this is its input estimate (English text and JSON
-run 3-4 bytes a token; the larger figure errs towards admitting)."""
+from leasegate.providers.estimate import tokens_for
 
 DEFAULT_OUTPUT_TOKENS = 256
 """The output estimate of a request that names no cap and whose model declares none."""
@@ -65,7 +62,7 @@ def output_cap(fields: Mapping[str, object]) -> int | None:
 def estimate(body_bytes: int, cap: int | None, default_output: int | None) -> Estimate:
     output = cap if cap is not None else default_output
     return Estimate(
-        input_tokens=math.ceil(max(0, body_bytes) / BYTES_PER_TOKEN),
+        input_tokens=tokens_for(body_bytes),  # the body's bytes / 4: as a stream's estimate
         output_tokens=DEFAULT_OUTPUT_TOKENS if output is None else output,
     )
 

@@ -25,6 +25,7 @@ _COUNTS = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
     "cost",
+    "estimated_requests",
 )
 _PAGE = 1000
 

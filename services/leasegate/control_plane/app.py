@@ -90,9 +90,11 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         upkeep.start()
+        runtime.reconciler.start()
         try:
             yield
         finally:
+            await runtime.reconciler.stop()
             await upkeep.stop()
             await stores.aclose()
 

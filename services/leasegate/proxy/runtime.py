@@ -118,7 +118,7 @@ class ProxyRuntime:
         if key is not None:
             self._learn_quota(attempt, key, observation, classification)
         try:
-            await self.spend.record(key, attempt.usage, cost)
+            await self.spend.record(key, attempt.usage, cost, attempt.started_at)
         except StoreError as exc:
             # the row (with its tokens and cost) is queued either way; the running total misses it
             log.error("spend record failed", extra={"error": exc.reason})
