@@ -38,6 +38,8 @@ class Identity:
     model: str
     role: str | None
     ttl_s: int | None
+    affinity: str | None = None
+    """The session or task id whose account the dispatch asks to stay on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,7 @@ class Leases:
             else None,
             # one key per attempt: a replay of the same attempt answers the same decision
             idempotency_key=f"{self._prefix}/{self._attempts}",
+            affinity=ident.affinity,
         )
 
     async def _replayable(self, op: Operation[Minted]) -> Minted:

@@ -52,6 +52,7 @@ def mint(
     retry_of_mint_decision_id: str | None = None,
     supersedes_mint_decision_id: str | None = None,
     idempotency_key: str | None = None,
+    affinity: str | None = None,
 ) -> Operation[Minted]:
     body: dict[str, object] = {"tenant": tenant, "dispatch_id": dispatch_id, "model": model}
     optional = {
@@ -59,6 +60,7 @@ def mint(
         "ttl_s": ttl_s,
         "retry_of_mint_decision_id": retry_of_mint_decision_id,
         "supersedes_mint_decision_id": supersedes_mint_decision_id,
+        "affinity": affinity,
     }
     body.update({name: value for name, value in optional.items() if value is not None})
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}

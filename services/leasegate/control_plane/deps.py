@@ -9,8 +9,8 @@ the service tests build one over in-memory twins (`tests/fixtures/control.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -23,7 +23,14 @@ from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
-from leasegate.routing.selection import NO_COOLDOWNS, Facts, NoneEligible, Selected, select
+from leasegate.routing.selection import (
+    NO_COOLDOWNS,
+    Facts,
+    NoneEligible,
+    Selected,
+    filter_code,
+    select,
+)
 
 IdSource = Callable[[str], str]
 """`prefix -> unique id` (`md_3f9c…`): `core.clock.new_id` in production."""
@@ -59,6 +66,12 @@ class Limits:
     key_ttl_s: int
     key_max_ttl_s: int
     max_fallback_hops: int
+    affinity_ttl_s: float = 300.0
+    """How long after the last mint naming an affinity its account is still preferred."""
+    fair_share_window_s: float = 10.0
+    """How long a tenant a full pool refused counts as starved (fair shares)."""
+    tenant_shares: Mapping[str, float] = field(default_factory=dict)
+    """Weights of the tenants' fair shares; a tenant not named weighs 1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +144,21 @@ class LazyFacts:
             if isinstance(outcome, Selected) or self._read_to >= len(self._candidates):
                 return outcome
             await self._read_more()
+
+    async def eligible(self, candidate: Candidate) -> bool:
+        """Whether this one candidate passes every filter now, reading its facts first when
+        the walk has not (an affinity's account, wherever it stands in the pool)."""
+        if not self._start <= candidate.position < self._read_to:
+            health, leases = await _chunk_facts(self._deps, [candidate], self._now)
+            self.facts = self.facts.extended(health, leases)
+        return filter_code(candidate, self.facts) is None
+
+    def mark_full(self, candidate: Candidate) -> None:
+        """The reservation found this account at its ceiling: the walk passes over it."""
+        capacity = candidate.account.lease_capacity
+        if capacity is not None:
+            held = {**self.facts.leases_held, candidate.account.id: capacity}
+            self.facts = replace(self.facts, leases_held=held)
 
     async def _read_more(self) -> None:
         size = max(FIRST_CHUNK, self._read_to - self._start)

@@ -25,7 +25,9 @@ from leasegate.wire import MintAnswer
 def fingerprint(body: MintBody) -> str:
     """A digest of the canonical body: defaults filled in, keys sorted, so `"ttl_s": null`
     and an omitted `ttl_s` are the same request."""
-    canonical = json.dumps(body.model_dump(), sort_keys=True, separators=(",", ":"))
+    # a field added later and left out is left out of the digest: earlier keys still replay
+    fields = body.model_dump(exclude={"affinity"} if body.affinity is None else None)
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

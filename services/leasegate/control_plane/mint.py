@@ -34,6 +34,7 @@ from leasegate.control_plane.decision import (
 from leasegate.control_plane.deps import LazyFacts, Limits, MintDeps
 from leasegate.control_plane.hops import authorise_hop
 from leasegate.control_plane.idempotency import fingerprint, replay
+from leasegate.control_plane.placement import affinity_candidate, fair_share_refusal
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.tenants import tenant_budget_refusal
@@ -153,21 +154,38 @@ async def _walk(
 ) -> View | Refusal:
     """Select from the start position, reading live facts only as far as the walk goes
     (`LazyFacts`); a reservation that finds the account full after all records it as passed
-    over and walks on."""
+    over and walks on. The affinity's account, while eligible, is tried before the walk
+    (`placement`); a selected mint is checked against the tenants' fair shares once."""
     position = start.position or 0
+    affine = await affinity_candidate(deps, body, start, candidates)
     with step("mint.facts"):
         live = await LazyFacts.read(deps, candidates, position)
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
+    follow, shared = affine, False
     while True:
         with step("mint.selection"):
-            outcome = await live.select(position, passed_over)
+            hit = follow is not None and await live.eligible(follow)
+            outcome: Selected | NoneEligible = (
+                Selected(follow, ())
+                if hit and follow is not None
+                else await live.select(position, passed_over)
+            )
         if isinstance(outcome, NoneEligible):
             return await _no_eligible(deps, body, start, outcome)
+        if not shared:
+            shared = True
+            over_share = await fair_share_refusal(
+                deps, body, candidates, live.facts, deps.clock.now()
+            )
+            if over_share is not None:
+                return Refusal(start, over_share)
         chosen = outcome.candidate
         try:
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
-                return await _commit(deps, body, start, outcome, ttl_s, live.facts.admin_revision)
+                return await _commit(
+                    deps, body, start, outcome, ttl_s, live.facts.admin_revision, affinity_hit=hit
+                )
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
             redecisions += 1
@@ -182,9 +200,13 @@ async def _walk(
             )
             if held is not None:
                 return held
-            position, passed_over = start.position or 0, ()
+            position, passed_over, follow = start.position or 0, (), affine
             live = await LazyFacts.read(deps, candidates, position)
         except LeaseCapacityExhausted:
+            if hit:  # the affinity's account filled meanwhile: the ordered walk, past it
+                live.mark_full(chosen)
+                follow = None
+                continue
             # past the end of the candidates, the walk answers NoneEligible with these
             full = PassOver(chosen.account.id, "lease-capacity-exhausted")
             passed_over = (*outcome.passed_over, full)
@@ -198,6 +220,8 @@ async def _commit(
     selected: Selected,
     ttl_s: int,
     admin_revision: int,
+    *,
+    affinity_hit: bool = False,
 ) -> View | Refusal:
     now = deps.clock.now()
     candidate = selected.candidate
@@ -208,6 +232,7 @@ async def _commit(
         candidate.position,
         parsed.key_id,
         selected.passed_over,
+        affinity_hit,
     )
     decision = decision_of(deps.new_id("md"), now, asked_of(body), start, chosen)
     key = key_of(decision, parsed, ttl_s)

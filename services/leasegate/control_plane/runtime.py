@@ -51,6 +51,9 @@ class ControlRuntime:
                 key_ttl_s=self.settings.key_ttl_s,
                 key_max_ttl_s=self.settings.key_max_ttl_s,
                 max_fallback_hops=self.settings.max_fallback_hops,
+                affinity_ttl_s=self.settings.affinity_ttl_s,
+                fair_share_window_s=self.settings.fair_share_window_s,
+                tenant_shares=self.settings.tenant_shares,
             ),
             spend=self.stores.spend,
         )
