@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     """A tenant a full pool refused counts as waiting for its fair share this long."""
     tenant_shares: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     """Fair-share weights by tenant (JSON); a tenant not named weighs 1."""
+    lease_rate_interval_s: PositiveSeconds = 10.0
+    """How often the control plane measures what a live lease spends (adaptive ceilings)."""
     failure_threshold: int = Field(default=3, ge=1)
     account_failure_threshold: int = Field(default=2, ge=1)
     base_cooldown_s: PositiveSeconds = 30.0

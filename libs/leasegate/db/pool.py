@@ -1,5 +1,6 @@
 """A mint's reads about its pool beyond health and lease counts: the account that last served
-an affinity, and who holds and who wants the pool's leases (fair shares).
+an affinity, and who holds and who wants the pool's leases (fair shares); and the lease-rate
+meter's two reads (what each (account, served model) was sent, and its live leases).
 
 On Postgres each is one prepared statement on the plain asyncpg pool (`Database.pg`), one round
 trip; SQLite goes through the ORM. Both keep the contract in `tests/contract/test_mint_store.py`.
@@ -12,10 +13,10 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
-from leasegate.core.ports.storage import PoolDemand
+from leasegate.core.ports.storage import PairSpend, PoolDemand
 from leasegate.db.engine import Database
 from leasegate.db.keys import is_live
-from leasegate.db.models import KeyRow, MintDecisionRow
+from leasegate.db.models import EvidenceRecordRow, KeyRow, MintDecisionRow
 
 STARVED_CODE = "no-eligible-account"
 
@@ -94,3 +95,43 @@ class PoolRepository:
             )
             starved = set(refused)
         return PoolDemand(held, frozenset(starved))
+
+    async def spend_by_pair(self, since: datetime, until: datetime) -> list[PairSpend]:
+        row = EvidenceRecordRow
+        async with self._db.session() as session:
+            found = await session.execute(
+                select(
+                    row.account_id,
+                    row.served_model,
+                    func.count(row.upstream_status),
+                    func.coalesce(func.sum(row.input_tokens), 0),
+                    func.coalesce(func.sum(row.output_tokens), 0),
+                )
+                .where(
+                    row.started_at >= since,
+                    row.started_at < until,
+                    row.account_id.is_not(None),
+                    row.served_model.is_not(None),
+                )
+                .group_by(row.account_id, row.served_model)
+            )
+            return [
+                PairSpend(
+                    str(account), str(model), int(requests), int(inputs or 0), int(outputs or 0)
+                )
+                for account, model, requests, inputs, outputs in found
+            ]
+
+    async def live_leases_by_pair(
+        self, account_ids: Iterable[str], now: datetime
+    ) -> dict[tuple[str, str], int]:
+        accounts = list(account_ids)
+        if not accounts:
+            return {}
+        async with self._db.session() as session:
+            found = await session.execute(
+                select(KeyRow.account_id, KeyRow.served_model, func.count())
+                .where(KeyRow.account_id.in_(accounts), is_live(now))
+                .group_by(KeyRow.account_id, KeyRow.served_model)
+            )
+            return {(account, model): count for account, model, count in found}

@@ -83,9 +83,11 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         upkeep.start()
+        runtime.lease_rates.start()
         try:
             yield
         finally:
+            await runtime.lease_rates.stop()
             await upkeep.stop()
             await stores.aclose()
 

@@ -182,9 +182,17 @@ async def _walk(
                 return Refusal(start, over_share)
         chosen = outcome.candidate
         try:
+            ceiling = live.facts.ceiling(chosen)
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
                 return await _commit(
-                    deps, body, start, outcome, ttl_s, live.facts.admin_revision, affinity_hit=hit
+                    deps,
+                    body,
+                    start,
+                    outcome,
+                    ttl_s,
+                    live.facts.admin_revision,
+                    ceiling=ceiling,
+                    affinity_hit=hit,
                 )
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
@@ -208,7 +216,7 @@ async def _walk(
                 follow = None
                 continue
             # past the end of the candidates, the walk answers NoneEligible with these
-            full = PassOver(chosen.account.id, "lease-capacity-exhausted")
+            full = PassOver(chosen.account.id, _full_code(chosen, ceiling))
             passed_over = (*outcome.passed_over, full)
             position = chosen.position + 1
 
@@ -221,6 +229,7 @@ async def _commit(
     ttl_s: int,
     admin_revision: int,
     *,
+    ceiling: int | None,
     affinity_hit: bool = False,
 ) -> View | Refusal:
     now = deps.clock.now()
@@ -240,7 +249,7 @@ async def _commit(
         await deps.store.commit_mint(
             decision,
             key,
-            lease_capacity=candidate.account.lease_capacity,
+            lease_capacity=ceiling,
             now=now,
             admin_revision=admin_revision,
         )
@@ -256,6 +265,15 @@ async def _commit(
             ),
         )
     return mint_view(decision, token, key)
+
+
+def _full_code(chosen: Candidate, ceiling: int | None) -> str:
+    """Which ceiling the reservation found reached: the operator's, or the one the quota set
+    below it (`quota-exhausted`)."""
+    capacity = chosen.account.lease_capacity
+    if ceiling is not None and (capacity is None or ceiling < capacity):
+        return "quota-exhausted"
+    return "lease-capacity-exhausted"
 
 
 def _lease_held() -> GatewayError:

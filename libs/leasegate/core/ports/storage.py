@@ -217,6 +217,31 @@ class PoolReader(Protocol):
         `no-eligible-account` for `model` at or after `since`: one round trip."""
 
 
+@dataclass(frozen=True, slots=True)
+class PairSpend:
+    """What the upstream of one (account, served model) was sent over a window."""
+
+    account_id: str
+    served_model: str
+    requests: int
+    """Requests that reached the upstream (rows with an upstream status)."""
+    input_tokens: int
+    output_tokens: int
+
+
+class LeaseSpendReader(Protocol):
+    """What the lease-rate meter reads (adaptive lease ceilings, docs/capacity.md)."""
+
+    async def spend_by_pair(self, since: datetime, until: datetime) -> list[PairSpend]:
+        """Evidence rows started in [since, until), summed per (account, served model)."""
+
+    async def live_leases_by_pair(
+        self, account_ids: Iterable[str], now: datetime
+    ) -> dict[tuple[str, str], int]:
+        """Live keys of these accounts per (account, served model); pairs with none are
+        absent."""
+
+
 class MintStore(LeaseStore, DecisionReader, HopReader, PoolReader, Protocol):
     """Everything mint, hops, renewal and revocation call: one `Store` implements it, and so
     does the tests' in-memory twin."""
