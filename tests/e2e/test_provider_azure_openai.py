@@ -99,9 +99,17 @@ async def test_azure_failures_are_classified(gw: Gateway) -> None:
             await client.chat.completions.create(model="gpt-4o", messages=MESSAGES)
     row = await only_row(gw, limited)
     assert (row["outcome"], row["scope"], row["qualifying"]) == ("upstream-error", "model", True)
+    assert row["error_code"] == "rate-limited"  # Azure's numeric code 429 and a retry-after
     account = await account_health(gw, "azure-east")
-    assert [c["model"] for c in account["cooling_models"]] == ["gpt4o-prod"]
+    assert account["cooling_models"] == []  # a rate limit is no fault: nothing cools
     assert account["circuit"]["open"] is False
+    calls = gw.upstreams[0].count
+    async with sdk(gw, limited["key"]) as client:
+        with pytest.raises(openai.RateLimitError) as held:
+            await client.chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert held.value.code == "account-quota-exhausted"
+    assert 29 <= int(held.value.response.headers["retry-after"]) <= 31
+    assert gw.upstreams[0].count == calls  # the provider was not asked again
 
     broken = await gw.minted(model="gpt-4.1", dispatch_id="d-azure-stream")
     async with sdk(gw, broken["key"]) as client:

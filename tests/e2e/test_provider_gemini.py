@@ -107,7 +107,7 @@ async def test_gemini_keys_are_held_to_their_model_and_endpoints(gw: Gateway) ->
 async def test_gemini_failures_are_classified(gw: Gateway) -> None:
     def scripted(request: MockRequest) -> Reply | None:
         if f"/{FLASH}:" in request.path:
-            return Reply(status=429)
+            return Reply(status=429, headers={"retry-after": "30"})
         if f"/{PRO}:" in request.path:
             return Reply(error_after=2)  # Google's error object inside the 200 stream
         return Reply(status=401)
@@ -119,8 +119,13 @@ async def test_gemini_failures_are_classified(gw: Gateway) -> None:
     assert b"RESOURCE_EXHAUSTED" in raw  # Google's own payload, relayed
     row = await only_row(gw, limited)
     assert (row["outcome"], row["scope"], row["qualifying"]) == ("upstream-error", "model", True)
+    assert row["error_code"] == "resource_exhausted"
     account = await account_health(gw, "gemini-main")
-    assert [c["model"] for c in account["cooling_models"]] == [FLASH]
+    assert account["cooling_models"] == []  # a rate limit is no fault: nothing cools
+    calls = gw.upstreams[0].count
+    status, raw = await generate(gw, limited["key"], "flash")  # within the hold
+    assert (status, gw.upstreams[0].count) == (429, calls)
+    assert b"account-quota-exhausted" in raw
 
     broken = await gw.minted(model="pro", dispatch_id="d-gemini-stream")
     status, raw = await generate(gw, broken["key"], "pro", stream=True)

@@ -41,7 +41,7 @@ def test_only_a_success_resets_the_streak() -> None:
 OPENAI = [
     pytest.param(
         Observation("response", 429, "requests", "rate_limit_exceeded"),
-        _c("upstream-error", "model", True, "http-429"),
+        _c("upstream-error", "model", True, "rate_limit_exceeded"),
         id="rate-limit-429",
     ),
     pytest.param(
@@ -61,8 +61,8 @@ OPENAI = [
     ),
     pytest.param(
         Observation("response", 403, None, None),
-        _c("upstream-error", "account", True, "http-403"),
-        id="bare-403",
+        _c("upstream-error", "model", True, "http-403"),
+        id="bare-403-is-no-account-matter",
     ),
     pytest.param(
         Observation("response", 404, "invalid_request_error", "model_not_found"),
@@ -114,7 +114,7 @@ ANTHROPIC = [
     ),
     pytest.param(
         Observation("response", 429, "rate_limit_error", None),
-        _c("upstream-error", "model", True, "http-429"),
+        _c("upstream-error", "model", True, "rate_limit_error"),
         id="rate-limit-429",
     ),
     pytest.param(
@@ -189,7 +189,7 @@ OPENROUTER = [
     ),
     pytest.param(
         Observation("response", 429, None, "429"),
-        _c("upstream-error", "model", True, "http-429"),
+        _c("upstream-error", "model", True, "rate-limited"),
         id="rate-limited-429",
     ),
     pytest.param(
@@ -311,3 +311,70 @@ def test_every_in_stream_error_qualifies_and_names_a_scope(
     assert (result.outcome, result.qualifying) == ("in-stream-error", True)
     assert result.scope in ("model", "account")
     assert result.reason
+
+
+RATE_LIMITS = [
+    pytest.param(Observation("response", 429, "tokens", "rate_limit_exceeded"), id="openai"),
+    pytest.param(Observation("response", 429, "rate_limit_error", None), id="anthropic"),
+    pytest.param(Observation("response", 429, None, "429"), id="azure-openrouter-numeric"),
+    pytest.param(Observation("response", 429, rate_limit_wait_s=0.6), id="headers-say-when"),
+    pytest.param(Observation("stream-error", 200, "rate_limit_error", None), id="in-stream"),
+]
+
+
+@pytest.mark.parametrize("observation", RATE_LIMITS)
+def test_a_rate_limit_is_no_health_failure_but_still_lets_the_dispatch_hop(
+    observation: Observation,
+) -> None:
+    result = classify(observation)
+    assert result.rate_limited
+    assert result.health_scope is None  # neither the streak nor the circuit hears of it
+    assert result.qualifying
+    assert result.scope == "model"  # the row names the pair that is out of quota
+
+
+def test_a_bare_429_saying_nothing_is_a_fault_as_before() -> None:
+    result = classify(Observation("response", 429))
+    assert not result.rate_limited
+    assert result.health_scope == "model"
+
+
+def test_quota_exhaustion_on_a_429_stays_an_account_matter() -> None:
+    result = classify(Observation("response", 429, "insufficient_quota", "insufficient_quota"))
+    assert not result.rate_limited
+    assert result.health_scope == "account"
+
+
+@pytest.mark.parametrize("status", [401, 402, 403])
+def test_a_waf_page_never_opens_the_account_circuit(status: int) -> None:
+    # an HTML 403 from an edge: no provider JSON, so no error identifiers at all
+    result = classify(Observation("response", status))
+    assert result.health_scope == "model"
+    assert result.reason == f"http-{status}"
+
+
+@pytest.mark.parametrize(
+    ("observation", "reason"),
+    [
+        (Observation("response", 401, "authentication_error", None), "authentication_error"),
+        (Observation("response", 403, "permission_error", None), "permission_error"),
+        (Observation("response", 402, None, "402"), "http-402"),
+        (
+            Observation("response", 401, "invalid_request_error", "invalid_api_key"),
+            "invalid_api_key",
+        ),
+        (Observation("stream-error", 200, None, "401"), "http-401"),
+    ],
+)
+def test_the_providers_own_auth_or_billing_error_is_account_scope(
+    observation: Observation, reason: str
+) -> None:
+    result = classify(observation)
+    assert (result.health_scope, result.reason) == ("account", reason)
+
+
+def test_an_overload_is_model_scope_marked_for_the_short_window() -> None:
+    result = classify(Observation("response", 529, "overloaded_error", None))
+    assert (result.health_scope, result.overloaded) == ("model", True)
+    streamed = classify(Observation("stream-error", 200, "overloaded_error", None))
+    assert (streamed.health_scope, streamed.overloaded) == ("model", True)

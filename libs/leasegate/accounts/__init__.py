@@ -4,9 +4,18 @@ from leasegate.accounts.registry import (
     Account,
     AccountsFileError,
     Candidate,
+    DeclaredLimits,
     Provider,
     Registry,
     parse_accounts,
 )
 
-__all__ = ["Account", "AccountsFileError", "Candidate", "Provider", "Registry", "parse_accounts"]
+__all__ = [
+    "Account",
+    "AccountsFileError",
+    "Candidate",
+    "DeclaredLimits",
+    "Provider",
+    "Registry",
+    "parse_accounts",
+]

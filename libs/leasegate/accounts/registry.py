@@ -41,6 +41,22 @@ _FIELDS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class DeclaredLimits:
+    """A served model's published rate limits, per minute, for kinds whose answers carry no
+    rate-limit headers (the headers win where they are sent); `output_estimate`: the output
+    tokens a request that names no `max_tokens` is estimated at."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    input_tpm: int | None = None
+    output_tpm: int | None = None
+    output_estimate: int | None = None
+
+
+_LIMIT_FIELDS = ("rpm", "tpm", "input_tpm", "output_tpm", "output_estimate")
+
+
 class AccountsFileError(ValueError):
     """One line naming the account and the field that is wrong."""
 
@@ -77,6 +93,8 @@ class Account:
     """Requested name -> prices per million tokens, for the models that declare them."""
     options: Mapping[str, str] = field(default_factory=dict)
     """The kind's own fields, checked by it (e.g. azure-openai's `api_version`)."""
+    limits: Mapping[str, DeclaredLimits] = field(default_factory=dict)
+    """Served name -> its declared rate limits, for the models that declare any."""
     kind: ProviderKind = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -215,6 +233,7 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
         prices=specs.prices,
         context_windows=specs.windows,
         context_fallbacks=specs.fallbacks,
+        limits={specs.served[m]: limits for m, limits in specs.limits.items()},
         configured=credential_env in configured_envs,
         lease_capacity=_capacity(entry.get("lease_capacity"), "lease_capacity", fail),
         request_capacity=_capacity(entry.get("request_capacity"), "request_capacity", fail),
@@ -240,7 +259,9 @@ def _is_http_url(value: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query
 
 
-_MODEL_FIELDS = frozenset({"served", "context_window", "context_fallback", "prices"})
+_MODEL_FIELDS = frozenset(
+    {"served", "context_window", "context_fallback", "prices", *_LIMIT_FIELDS}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +272,7 @@ class _Models:
     windows: dict[str, int] = field(default_factory=dict)
     fallbacks: dict[str, str] = field(default_factory=dict)
     prices: dict[str, Prices] = field(default_factory=dict)
+    limits: dict[str, DeclaredLimits] = field(default_factory=dict)
 
 
 def _parse_models(raw: object, fail: _Fail) -> _Models:
@@ -298,6 +320,16 @@ def _model_entry(
         if not isinstance(fallback, str) or fallback in ("", requested):
             raise fail("models", f"model {requested!r}: context_fallback must name another model")
         specs.fallbacks[requested] = fallback
+    counts: dict[str, int] = {}
+    for name in _LIMIT_FIELDS:
+        raw = entry.get(name)
+        if raw is None:
+            continue
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+            raise fail("models", f"model {requested!r}: {name} must be a positive integer")
+        counts[name] = raw
+    if counts:
+        specs.limits[requested] = DeclaredLimits(**counts)
     if entry.get("prices") is not None:
         try:
             specs.prices[requested] = parse_prices(entry["prices"])

@@ -49,7 +49,9 @@ _HOP_STATUSES = frozenset({401, 402, 403, 408, 429})  # and every 5xx (Anthropic
 _HOP_GATEWAY_CODES = frozenset(
     {"model-cooling", "circuit-open", "upstream-timeout", "upstream-unreachable"}
 )
-_AGAIN_GATEWAY_CODES = frozenset({"account-request-capacity-exhausted", "upstream-pool-exhausted"})
+_AGAIN_GATEWAY_CODES = frozenset(
+    {"account-request-capacity-exhausted", "account-quota-exhausted", "upstream-pool-exhausted"}
+)
 # the SDKs' connection failures (openai/anthropic APIConnectionError, APITimeoutError)
 _CONNECTION_CLASS_NAMES = frozenset({"APIConnectionError", "APITimeoutError"})
 

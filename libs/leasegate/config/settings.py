@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     max_cooldown_s: PositiveSeconds = 600.0
     cooldown_jitter: float = Field(default=0.2, ge=0.0, lt=1.0)
     """Each cooldown window is shortened by base x a fraction drawn from [0, this)."""
+    overload_cooldown_s: PositiveSeconds = 5.0
+    """The base window of a provider's overload (Anthropic's 529): short, it passes."""
     upstream_headers_timeout_s: PositiveSeconds = 30.0
     first_token_timeout_s: PositiveSeconds = 120.0
     """Reasoning models send nothing that answers while they think: see upstream-failures.md."""
@@ -150,6 +152,10 @@ class Settings(BaseSettings):
             raise ValueError("LEASEGATE_KEY_TTL_S must not exceed LEASEGATE_KEY_MAX_TTL_S")
         if self.base_cooldown_s > self.max_cooldown_s:
             raise ValueError("LEASEGATE_BASE_COOLDOWN_S must not exceed LEASEGATE_MAX_COOLDOWN_S")
+        if self.overload_cooldown_s > self.max_cooldown_s:
+            raise ValueError(
+                "LEASEGATE_OVERLOAD_COOLDOWN_S must not exceed LEASEGATE_MAX_COOLDOWN_S"
+            )
         return self
 
     @property

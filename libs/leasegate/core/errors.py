@@ -85,6 +85,7 @@ CODES: dict[str, CodeInfo] = {
     "endpoint-not-served": CodeInfo(404, _NOT_FOUND, "rejected"),
     "request-header-too-large": CodeInfo(431, _INVALID, "rejected"),
     "account-request-capacity-exhausted": CodeInfo(429, _RATE, "held"),
+    "account-quota-exhausted": CodeInfo(429, _RATE, "held"),
     # spend ceilings: never a health failure, never qualifying for a hop
     "dispatch-budget-exhausted": CodeInfo(402, _BUDGET, "rejected"),
     "tenant-budget-exhausted": CodeInfo(402, _BUDGET, "held"),

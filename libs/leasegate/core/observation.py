@@ -39,6 +39,9 @@ class Observation:
     """The upstream's Retry-After, in seconds, when it sent one."""
     context_length: bool = False
     """The error payload says the request exceeded the model's context window."""
+    rate_limit_wait_s: float | None = None
+    """For a 429: how long its headers ask to wait (`retry-after-ms`, `retry-after`, else the
+    reset of an empty rate-limit bucket); None when they say nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +56,18 @@ class Classification:
     e.g. `http-429`, `overloaded_error`, `insufficient_quota`, `connect-error`."""
     resets_streak: bool = False
     """A success resets the (account, served model) failure streak."""
+    rate_limited: bool = False
+    """The upstream's 429 was a rate limit: the pair waits for its quota (the proxy's quota
+    view), and neither its failure streak nor the account circuit hears of it."""
+    overloaded: bool = False
+    """The upstream said it is overloaded (Anthropic's 529): a model-scope failure whose
+    cooldown is the short overload window, not the base one."""
 
     @property
     def health_scope(self) -> Scope | None:
         """The scope the health store counts: a context-length failure has model scope on its
-        row but is no health failure (the request, not the upstream, was too big)."""
-        return None if self.outcome == "context-length-exceeded" else self.scope
+        row but is no health failure (the request, not the upstream, was too big); nor is a
+        rate limit (the provider's quota, not a fault)."""
+        if self.rate_limited or self.outcome == "context-length-exceeded":
+            return None
+        return self.scope

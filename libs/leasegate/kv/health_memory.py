@@ -114,7 +114,7 @@ class InProcessHealthStore:
             before,
             now,
             threshold=threshold,
-            cooldown_s=self._window(retry_after_s),
+            cooldown_s=self._window(retry_after_s, overloaded=classification.overloaded),
             reason=classification.reason or classification.outcome,
             trial=was_trial,
         )
@@ -155,8 +155,8 @@ class InProcessHealthStore:
                 transitions.append(transition(change, account_id, key[1], before))
         return transitions
 
-    def _window(self, retry_after_s: float | None) -> float:
-        return drawn_cooldown_s(self._policy, retry_after_s, self._rng)
+    def _window(self, retry_after_s: float | None, *, overloaded: bool = False) -> float:
+        return drawn_cooldown_s(self._policy, retry_after_s, self._rng, overloaded=overloaded)
 
     def _cooldown(self, account_id: str, model: str | None, now: float) -> Cooldown | None:
         return active_cooldown(account_id, model, self.state_of(account_id, model, now), now)

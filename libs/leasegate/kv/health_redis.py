@@ -243,7 +243,7 @@ class RedisHealthStore:
                     repr(now),
                     op,
                     threshold,
-                    repr(self._window(retry_after_s)),
+                    repr(self._window(retry_after_s, overloaded=classification.overloaded)),
                     classification.reason or classification.outcome,
                     repr(policy.retention_s),
                     "1" if trial.trial_pair else "0",
@@ -265,8 +265,8 @@ class RedisHealthStore:
         rows = await self._read([key])
         return _parse_state(rows[0], now)
 
-    def _window(self, retry_after_s: float | None) -> float:
-        return drawn_cooldown_s(self._policy, retry_after_s, self._rng)
+    def _window(self, retry_after_s: float | None, *, overloaded: bool = False) -> float:
+        return drawn_cooldown_s(self._policy, retry_after_s, self._rng, overloaded=overloaded)
 
     async def aclose(self) -> None:
         if self._owns_client:

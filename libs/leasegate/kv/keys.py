@@ -10,6 +10,7 @@ hashes alike whatever characters its id holds.
     {prefix}:{acct:<id>}:health:c              the account circuit (hash)
     {prefix}:{acct:<id>}:health:m:<model>      an (account, served model) pair (hash)
     {prefix}:{acct:<id>}:slots                 request slots in flight (sorted set)
+    {prefix}:{acct:<id>}:quota:<model>         an (account, served model)'s learned quota (hash)
     {prefix}:audit:witness                     the audit witness (hash; one key)
     {prefix}:revocations                       revocation fan-out (pub/sub channel)
     {prefix}:health-news                       health news between proxies (pub/sub channel)
@@ -29,6 +30,10 @@ def circuit_key(prefix: str, account_id: str) -> str:
 
 def pair_key(prefix: str, account_id: str, model: str) -> str:
     return f"{account_tag(prefix, account_id)}:health:m:{model}"
+
+
+def quota_key(prefix: str, account_id: str, model: str) -> str:
+    return f"{account_tag(prefix, account_id)}:quota:{model}"
 
 
 def slots_key(prefix: str, account_id: str) -> str:

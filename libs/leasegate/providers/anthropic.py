@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 
+from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.providers.base import (
     EXAMPLE_MODEL,
     Endpoint,
@@ -36,6 +37,7 @@ from leasegate.providers.common import (
     text,
     word,
 )
+from leasegate.providers.ratelimits import anthropic_buckets
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -121,6 +123,11 @@ class Anthropic(ModelInBody, ProviderKind):
     endpoints = (MESSAGES, COUNT_TOKENS)
     errors = COMMON_ERRORS
     input_includes_cache = False
+
+    def quota_buckets(
+        self, headers: Mapping[str, str], now: float
+    ) -> Mapping[QuotaDimension, Bucket]:
+        return anthropic_buckets(headers, now)
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
         return (("x-api-key", secret),)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.providers import openai
 from leasegate.providers.base import (
     Endpoint,
@@ -24,6 +25,7 @@ from leasegate.providers.base import (
     UpstreamRoute,
 )
 from leasegate.providers.common import COMMON_ERRORS
+from leasegate.providers.ratelimits import openai_buckets
 
 DEFAULT_API_VERSION = "2024-10-21"
 _API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
@@ -43,9 +45,16 @@ class AzureOpenAI(ProviderKind):
         account=COMMON_ERRORS.account,
         model_not_found=COMMON_ERRORS.model_not_found | {"deploymentnotfound"},
         overloaded=COMMON_ERRORS.overloaded,
+        rate_limited=COMMON_ERRORS.rate_limited,
     )
     input_includes_cache = True
     option_fields = frozenset({"api_version"})
+
+    def quota_buckets(
+        self, headers: Mapping[str, str], now: float
+    ) -> Mapping[QuotaDimension, Bucket]:
+        # Azure's own variant: often only the two `remaining` headers, no limit or reset
+        return openai_buckets(headers, now)
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
         return (("api-key", secret),)

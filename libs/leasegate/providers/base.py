@@ -27,6 +27,8 @@ from typing import ClassVar, Protocol
 
 import orjson
 
+from leasegate.core.ports.quota import Bucket, QuotaDimension
+
 EXAMPLE_MODEL = "__mock_model__"
 """The placeholder model name in a wire's examples (the demo upstream substitutes the
 request's model, JSON-quoted, for the quoted placeholder)."""
@@ -73,12 +75,15 @@ class ErrorVocabulary:
 
     `account`: a credential, billing or quota fault, whatever the status (account scope);
     `model_not_found`: a 404 naming a missing model (model scope, qualifying);
-    `overloaded`: used as the reason of a 408/429/5xx instead of `http-<status>`.
+    `overloaded`: used as the reason of a 408/429/5xx instead of `http-<status>`;
+    `rate_limited`: a 429 naming one of these is a rate limit, not a fault (a 429 whose
+    provider JSON echoes the numeric code 429, or whose headers say when to retry, is too).
     """
 
     account: frozenset[str]
     model_not_found: frozenset[str]
     overloaded: frozenset[str] = frozenset()
+    rate_limited: frozenset[str] = frozenset()
 
 
 class OptionError(ValueError):
@@ -235,6 +240,13 @@ class ProviderKind(ABC):
     @abstractmethod
     def upstream_route(self, path: str) -> UpstreamRoute | None:
         """Which of its endpoints an upstream path is (the inverse of `upstream_path`)."""
+
+    def quota_buckets(
+        self, headers: Mapping[str, str], now: float
+    ) -> Mapping[QuotaDimension, Bucket]:
+        """The rate-limit buckets an answer's headers state (leasegate.providers.ratelimits);
+        empty for a kind that sends none. `headers`: case-insensitive or lower-case keys."""
+        return {}
 
     def __init__(self) -> None:
         self._served = frozenset(self.endpoints)

@@ -49,9 +49,23 @@ COMMON_ERRORS = ErrorVocabulary(
         {"model_not_found", "model_not_available", "not_found_error", "notfounderror"}
     ),
     overloaded=frozenset({"overloaded_error"}),
+    rate_limited=frozenset(
+        {
+            # OpenAI: code `rate_limit_exceeded`, type `requests` or `tokens`
+            "rate_limit_exceeded",
+            "requests",
+            "tokens",
+            # Anthropic
+            "rate_limit_error",
+            # OpenAI-compatible servers (vLLM, LiteLLM, ...)
+            "rate_limited",
+            "too_many_requests",
+        }
+    ),
 )
 """OpenAI puts `insufficient_quota` in both `type` and `code` of a 429 and `model_not_found` in
-the code of a 404. Anthropic names the class in `type` (`authentication_error`,
+the code of a 404; a rate limit is a 429 with code `rate_limit_exceeded` (type `requests` or
+`tokens`). Anthropic names the class in `type` (`authentication_error`,
 `permission_error`, `billing_error`, `not_found_error`, `overloaded_error` as a 529 or an
 `event: error`). OpenRouter's `code` is numeric and echoes an HTTP status."""
 
@@ -199,7 +213,16 @@ def event(name: str, obj: object) -> bytes:
     return f"event: {name}\ndata: {dump(obj)}\n\n".encode()
 
 
+_AUTH_ERRORS = {
+    401: ("authentication_error", "invalid_api_key"),
+    402: ("billing_error", "insufficient_credits"),
+    403: ("permission_error", "permission_denied"),
+}
+
+
 def family_error_body(status: int) -> bytes:
-    """An OpenAI-shaped error payload for the examples."""
-    error = {"type": "mock_error", "code": f"http_{status}", "message": f"mock status {status}"}
+    """An OpenAI-shaped error payload for the examples; a 401, 402 or 403 names its
+    credential, billing or permission fault as the providers do."""
+    type_, code = _AUTH_ERRORS.get(status, ("mock_error", f"http_{status}"))
+    error = {"type": type_, "code": code, "message": f"mock status {status}"}
     return json.dumps({"error": error}).encode()

@@ -166,6 +166,7 @@ class Gemini(ProviderKind):
             }
         ),
         model_not_found=frozenset({"not_found"}),
+        rate_limited=frozenset({"resource_exhausted", "rate_limit_exceeded"}),
     )
     input_includes_cache = True
 

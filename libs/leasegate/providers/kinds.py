@@ -32,6 +32,7 @@ ANY_KIND_ERRORS = ErrorVocabulary(
     account=frozenset().union(*(kind.errors.account for kind in KINDS.values())),
     model_not_found=frozenset().union(*(kind.errors.model_not_found for kind in KINDS.values())),
     overloaded=frozenset().union(*(kind.errors.overloaded for kind in KINDS.values())),
+    rate_limited=frozenset().union(*(kind.errors.rate_limited for kind in KINDS.values())),
 )
 """Every kind's vocabulary at once, for a reader that cannot know the account's kind (the
 client reads an upstream's error as the proxy relayed it)."""

@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Mapping
 
+from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.providers import responses
 from leasegate.providers.base import (
     EXAMPLE_MODEL,
@@ -42,6 +43,7 @@ from leasegate.providers.common import (
     text,
     word,
 )
+from leasegate.providers.ratelimits import openai_buckets
 
 
 def openai_usage(usage: Mapping[str, object]) -> Usage:
@@ -118,6 +120,11 @@ class OpenAI(ModelInBody, ProviderKind):
     endpoints = (CHAT, COMPLETIONS, EMBEDDINGS, responses.RESPONSES)
     errors = COMMON_ERRORS
     input_includes_cache = True
+
+    def quota_buckets(
+        self, headers: Mapping[str, str], now: float
+    ) -> Mapping[QuotaDimension, Bucket]:
+        return openai_buckets(headers, now)
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
         return (("authorization", "Bearer " + secret),)

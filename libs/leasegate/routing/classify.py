@@ -10,9 +10,13 @@ never does (an `Observation` cannot even carry one).
 | a billing/quota/auth code, any status or in-stream    | upstream-error / | account | yes   |
 |   (`insufficient_quota` even as a 429)                |  in-stream-error |         |       |
 | error event in a 200 stream, truncated stream         | in-stream-error  | model   | yes   |
-| 401, 402, 403                                         | upstream-error   | account | yes   |
+| 401, 402, 403 with the provider's JSON naming no auth | upstream-error   | model   | yes   |
+|   or billing code (a WAF/CDN page: never the circuit) |                  |         |       |
+| 429 that is a rate limit (a rate-limit code, a numeric| upstream-error   | model*  | yes   |
+|   429 code, or headers saying when to retry)          |                  |         |       |
 | 404 with a model-not-found code                       | upstream-error   | model   | yes   |
-| 408, 429, every 5xx (Anthropic 529), any non-2xx/4xx  | upstream-error   | model   | yes   |
+| 408, a bare 429, every 5xx (Anthropic 529: short     | upstream-error   | model   | yes   |
+|   window), any non-2xx/4xx                            |                  |         |       |
 | headers / first-token / idle / read timeout           | timeout          | model   | yes   |
 | connect, DNS or TLS failure                           | connect-error    | account | yes   |
 | connection dropped after the request went out, before | upstream-error   | model   | yes   |
@@ -25,7 +29,9 @@ never does (an `Observation` cannot even carry one).
 | refused `model-cooling` / `circuit-open`              | refused          | -       | yes   |
 | any other gateway refusal                             | refused          | -       | no    |
 
-* not a health failure (`Classification.health_scope` is None). ** qualifies only for a hop to
+* not a health failure (`Classification.health_scope` is None): a context-length error is
+the request's fault; a rate limit is the provider's quota, waited out by the proxy's quota
+view until its reset (`rate_limited`). ** qualifies only for a hop to
 the model's declared `context_fallback` (leasegate.routing.fallback).
 
 Which error identifiers mean a credential or billing fault, a missing model or an overload is
@@ -88,20 +94,43 @@ def _classify_response(observation: Observation, errors: ErrorVocabulary) -> Cla
     names = _error_names(observation)
     if account_code := _first_in(names, errors.account):
         return Classification("upstream-error", "account", True, account_code)
+    numeric = _numeric_code(observation.error_code)
     status_reason = f"http-{status}" if status is not None else "http-unknown"
+    if numeric in ACCOUNT_STATUSES:
+        # the provider's own JSON names an auth/billing/permission failure (OpenRouter,
+        # Azure and Gemini echo the status as a numeric code)
+        return Classification("upstream-error", "account", True, f"http-{numeric}")
     if status in ACCOUNT_STATUSES:
-        return Classification("upstream-error", "account", True, status_reason)
+        # no credential or billing code in the provider's shape: a WAF or CDN page, or the
+        # caller's own request refused. Never the account's circuit: one caller could take
+        # the account out for every tenant.
+        return Classification("upstream-error", "model", True, status_reason)
+    if status == 429 and (rate := _rate_limit(observation, names, numeric, errors)):
+        return Classification("upstream-error", "model", True, rate, rate_limited=True)
     if status == 404:
         if found := _first_in(names, errors.model_not_found):
             return Classification("upstream-error", "model", True, found)
-        if _numeric_code(observation.error_code) == 404:
+        if numeric == 404:
             return Classification("upstream-error", "model", True, "model-not-found")
         return Classification("upstream-error", None, False, status_reason)
     if status is not None and 400 <= status < 500 and status not in MODEL_STATUSES:
         return Classification("upstream-error", None, False, status_reason)
     # 408, 429, 5xx and anything that is neither 2xx nor 4xx: the upstream's trouble
-    reason = _first_in(names, errors.overloaded) or status_reason
-    return Classification("upstream-error", "model", True, reason)
+    if overloaded := _first_in(names, errors.overloaded):
+        return Classification("upstream-error", "model", True, overloaded, overloaded=True)
+    return Classification("upstream-error", "model", True, status_reason)
+
+
+def _rate_limit(
+    observation: Observation, names: list[str], numeric: int | None, errors: ErrorVocabulary
+) -> str | None:
+    """The reason of a 429 that is a rate limit (by its code, or by headers saying when to
+    retry); None for a bare 429 that says neither (a fault, as any other)."""
+    if found := _first_in(names, errors.rate_limited):
+        return found
+    if numeric == 429 or observation.rate_limit_wait_s is not None:
+        return "rate-limited"
+    return None
 
 
 def _classify_stream_error(observation: Observation, errors: ErrorVocabulary) -> Classification:
@@ -111,6 +140,10 @@ def _classify_stream_error(observation: Observation, errors: ErrorVocabulary) ->
     numeric = _numeric_code(observation.error_code)
     if numeric in ACCOUNT_STATUSES:
         return Classification("in-stream-error", "account", True, f"http-{numeric}")
+    if rate := _first_in(names, errors.rate_limited):
+        return Classification("in-stream-error", "model", True, rate, rate_limited=True)
+    if overloaded := _first_in(names, errors.overloaded):
+        return Classification("in-stream-error", "model", True, overloaded, overloaded=True)
     if names:
         reason = names[0]
     elif numeric is not None:

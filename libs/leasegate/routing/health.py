@@ -82,12 +82,20 @@ def cooldown_s(base_s: float, max_s: float, retry_after_s: float | None, jitter:
 
 
 def drawn_cooldown_s(
-    policy: HealthPolicy, retry_after_s: float | None, rng: Callable[[], float]
+    policy: HealthPolicy,
+    retry_after_s: float | None,
+    rng: Callable[[], float],
+    *,
+    overloaded: bool = False,
 ) -> float:
     """The window a store opens now: `cooldown_s` with the policy's bounds and a jitter
-    fraction drawn from `rng` (uniform in [0, 1)), none drawn when the policy has no jitter."""
+    fraction drawn from `rng` (uniform in [0, 1)), none drawn when the policy has no jitter.
+    An overload's base is the policy's short `overload_cooldown_s` (never above the base)."""
     jitter = policy.jitter * rng() if policy.jitter else 0.0
-    return cooldown_s(policy.base_cooldown_s, policy.max_cooldown_s, retry_after_s, jitter)
+    base = policy.base_cooldown_s
+    if overloaded:
+        base = min(base, policy.overload_cooldown_s)
+    return cooldown_s(base, policy.max_cooldown_s, retry_after_s, jitter)
 
 
 def admit(state: HealthState, now: float, window_s: float) -> tuple[HealthState, Admission]:

@@ -21,6 +21,7 @@ from leasegate.core.ports.calls import CallObserver
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
+from leasegate.core.ports.quota import QuotaStore
 from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.ports.storage import EvidenceWriter, KeyReader
@@ -34,6 +35,8 @@ from leasegate.kv.fanout_memory import InProcessHealthFanout, InProcessRevocatio
 from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
+from leasegate.kv.quota_memory import InProcessQuotaStore
+from leasegate.kv.quota_redis import RedisQuotaStore
 from leasegate.kv.redis_client import RedisClient, cluster_client
 from leasegate.kv.redis_client import close as close_redis
 from leasegate.kv.redis_client import ping as ping_redis
@@ -79,6 +82,8 @@ class KvStores:
     """The audit chain's high-water mark, outside the database."""
     spend: ChainSpend
     """Each dispatch chain's running tokens and cost, for its budget."""
+    quota: QuotaStore
+    """Each (account, served model)'s learned quota (proxy/quota_view.py, the accounts view)."""
 
     def parts(self) -> dict[str, Any]:
         """This object's fields, to build a `ProxyStores` or `Stores` around them."""
@@ -96,6 +101,7 @@ class KvStores:
         await self.revocations.aclose()
         await self.health_fanout.aclose()
         await self.health.aclose()
+        await self.quota.aclose()
         await self.slots.aclose()
         if self.redis is not None:
             await close_redis(self.redis)
@@ -134,6 +140,7 @@ def health_policy(config: Config) -> HealthPolicy:
         base_cooldown_s=s.base_cooldown_s,
         max_cooldown_s=s.max_cooldown_s,
         jitter=s.cooldown_jitter,
+        overload_cooldown_s=s.overload_cooldown_s,
     )
 
 
@@ -184,6 +191,7 @@ def _kv(config: Config) -> KvStores:
             redis=None,
             witness=InProcessAuditWitness(),
             spend=InProcessChainSpend(),
+            quota=InProcessQuotaStore(),
         )
     client = _redis_client(
         settings.redis_url,
@@ -202,6 +210,7 @@ def _kv(config: Config) -> KvStores:
         redis=client,
         witness=RedisAuditWitness(client, prefix),
         spend=RedisChainSpend(client, prefix),
+        quota=RedisQuotaStore(client, prefix),
     )
 
 

@@ -27,6 +27,7 @@ from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.models import list_models, retrieve_model
+from leasegate.proxy.quota_view import QuotaView
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
@@ -62,6 +63,7 @@ def build_proxy_runtime(
         resolver=KeyResolver(stores.durable, clock, settings.key_cache_ttl_s),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
+        quota=QuotaView(stores.quota, config.registry, clock),
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(
             stores.durable,
@@ -90,6 +92,7 @@ def build_proxy_runtime(
 async def start_proxy(runtime: ProxyRuntime, stores: ProxyStores) -> None:
     await stores.revocations.subscribe(runtime.resolver.on_revoked, runtime.resolver.on_reset)
     await runtime.health.start()
+    await runtime.quota.start()
     runtime.evidence.start()
     runtime.slots.start()
 
@@ -97,6 +100,7 @@ async def start_proxy(runtime: ProxyRuntime, stores: ProxyStores) -> None:
 async def stop_proxy(runtime: ProxyRuntime) -> None:
     await runtime.slots.stop()
     await runtime.health.stop()
+    await runtime.quota.stop()
     await runtime.evidence.stop(runtime.settings.shutdown_drain_s)
     await runtime.clients.aclose()
 

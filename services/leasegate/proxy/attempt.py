@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -9,9 +10,11 @@ from typing import TYPE_CHECKING
 
 from leasegate.core.observation import Classification, Observation
 from leasegate.core.ports.health import Admitted
+from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.core.text import MODEL_NAME_MAX, safe_optional
 from leasegate.providers import COMMON_ERRORS, ErrorVocabulary, Usage
+from leasegate.routing.quota import Estimate
 
 if TYPE_CHECKING:
     from leasegate.proxy.spans import RequestTrace
@@ -37,6 +40,12 @@ class Attempt:
     """Set while this attempt holds a request slot on that account."""
     feeds_health: bool = True
     """False for an endpoint that is not a completion (see Endpoint.completion)."""
+    quota_cost: Estimate | None = None
+    """What the quota view let this request through at (None: nothing known of the pair)."""
+    quota_buckets: Mapping[QuotaDimension, Bucket] = field(default_factory=dict)
+    """The rate-limit buckets the upstream's answer headers stated (empty: none)."""
+    quota_hold_until: float | None = None
+    """Set when the answer was a rate limit: the pair takes nothing until then."""
     errors: ErrorVocabulary = COMMON_ERRORS
     """The error vocabulary of the key's account's kind (what classifies its failures)."""
     finished: bool = False

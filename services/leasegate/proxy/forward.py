@@ -2,7 +2,7 @@
 
 Order of checks (each refusal is recorded as evidence with its code):
 key -> account -> endpoint -> caller headers -> body -> model -> budget -> health
--> request slot -> upstream. When tracing is on, the steps are spans (proxy/tracing.py).
+-> quota -> request slot -> upstream. When tracing is on, the steps are spans (proxy/tracing.py).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.tracing import caller_trace_headers, in_step, with_headers
 from leasegate.routing.health import block_code
+from leasegate.routing.quota import Estimate, estimate, output_cap
 from leasegate.upstream.caller_headers import check_header_cap
 from leasegate.upstream.errors import UpstreamError
 from leasegate.upstream.failures import send_failure
@@ -74,11 +75,12 @@ async def forward(
         key, account = await in_step(trace, "proxy.admit", admit)
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
-        payload = await _rewrite_body(
+        payload, cost = await _rewrite_body(
             runtime, content_type, body, attempt, key, endpoint, path_model
         )
         await runtime.spend.check(key)
         await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
+        _check_quota(runtime, attempt, key, cost)
         if (capacity := account.request_capacity) is not None:  # else nothing is counted
             await in_step(trace, "proxy.slot", _take_slot(runtime, attempt, account.id, capacity))
     except ClientGone:
@@ -118,6 +120,7 @@ async def forward(
         raise
     attempt.upstream_status = upstream.status
     attempt.first_byte_mono = clock.monotonic()
+    attempt.quota_buckets = account.kind.quota_buckets(upstream.headers, clock.now().timestamp())
     is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
     deadlines = runtime.clients.deadlines(account.id)
     if attempt.stream and is_sse and upstream.is_success:
@@ -175,8 +178,9 @@ async def _rewrite_body(
     key: KeyRecord,
     endpoint: Endpoint,
     path_model: str | None,
-) -> bytes:
-    """The body to send upstream, `model` set to the served name (always re-encoded: the
+) -> tuple[bytes, Estimate | None]:
+    """The body to send upstream, and its quota estimate when the pair's quota is known (else
+    None: nothing to check). The body has `model` set to the served name (always re-encoded: the
     upstream reads exactly what was checked, duplicate keys included). For an endpoint with
     the model in its path, the path's model is checked and the body left as it is (the kind
     puts the served name in the upstream path)."""
@@ -201,9 +205,32 @@ async def _rewrite_body(
         # a key minted for a model's context_fallback also takes the original model's name,
         # so a worker that keeps sending it reaches the larger window unchanged
         raise GatewayError("model-not-permitted", "this key may not call that model")
+    cost = None
+    if runtime.quota.watches(key.account_id, key.served_model):
+        default = runtime.quota.output_estimate(key.account_id, key.served_model)
+        cost = estimate(len(raw), output_cap(body.fields), default)
     if path_model is None:
         body.fields["model"] = key.served_model
-    return encode_body(body.fields)
+    return encode_body(body.fields), cost
+
+
+def _check_quota(
+    runtime: ProxyRuntime, attempt: Attempt, key: KeyRecord, cost: Estimate | None
+) -> None:
+    """Refuse at once what the provider has said it will refuse now; never wait for room.
+    `cost` None: nothing is known of the pair's quota."""
+    if cost is None:
+        return
+    now = runtime.clock.now().timestamp()
+    when = runtime.quota.admit(key.account_id, key.served_model, cost, now)
+    if when is not None:
+        raise GatewayError(
+            "account-quota-exhausted",
+            f"account {key.account_id} has no {key.served_model} quota left for this request "
+            "until its provider's limit refills",
+            retry_after_s=max(0.0, when - now),
+        )
+    attempt.quota_cost = cost
 
 
 async def _check_health(runtime: ProxyRuntime, attempt: Attempt, key: KeyRecord) -> None:

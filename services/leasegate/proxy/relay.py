@@ -19,15 +19,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+from dataclasses import replace
 
 import anyio
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.observation import Observation
 from leasegate.core.records import KeyRecord
 from leasegate.providers import Endpoint
+from leasegate.providers.ratelimits import rate_limit_wait_s
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.classify import classify
@@ -56,6 +60,7 @@ _PASSED_HEADERS = (
     "request-id",
     "openai-processing-ms",
 )
+_PASSED_NO_WAIT = tuple(n for n in _PASSED_HEADERS if not n.startswith("retry-after"))
 
 
 def leasegate_headers(request_id: str, key: KeyRecord | None) -> dict[str, str]:
@@ -75,12 +80,26 @@ def refusal_response(
     return JSONResponse(error.envelope(), status_code=error.status, headers=headers)
 
 
-def _response_headers(attempt: Attempt, upstream: UpstreamResponse) -> list[tuple[bytes, bytes]]:
+def _response_headers(
+    attempt: Attempt, upstream: UpstreamResponse, clock: Clock
+) -> list[tuple[bytes, bytes]]:
+    passed: tuple[str, ...] = _PASSED_HEADERS
+    hold = attempt.quota_hold_until
+    if hold is not None and (
+        "retry-after" in upstream.headers or "retry-after-ms" in upstream.headers
+    ):
+        passed = _PASSED_NO_WAIT  # the wait it asked for becomes the pair's hold, never less
+    else:
+        hold = None
     headers = [
         (name.encode(), value.encode())
-        for name in _PASSED_HEADERS
+        for name in passed
         if (value := upstream.headers.get(name)) is not None
     ]
+    if hold is not None:
+        wait = max(0.0, hold - clock.now().timestamp())
+        headers.append((b"retry-after", retry_after_header(wait).encode()))
+        headers.append((b"retry-after-ms", str(math.ceil(wait * 1000)).encode()))
     headers.extend(
         (k.encode(), v.encode())
         for k, v in leasegate_headers(attempt.request_id, attempt.key).items()
@@ -139,6 +158,10 @@ class BufferedRelay(_Relay):
                 observation = response_observation(
                     upstream.status, upstream.headers, body, wire=wire
                 )
+                if upstream.status == 429:
+                    now = runtime.clock.now().timestamp()
+                    wait = rate_limit_wait_s(upstream.headers, attempt.quota_buckets, now)
+                    observation = replace(observation, rate_limit_wait_s=wait)
                 if upstream.is_success:
                     attempt.usage = wire.usage_from_body(body)
             if qualifies(observation, attempt):
@@ -148,7 +171,7 @@ class BufferedRelay(_Relay):
             if error is not None:
                 await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
                 return
-            headers = _response_headers(attempt, upstream)
+            headers = _response_headers(attempt, upstream, runtime.clock)
             headers.append((b"content-length", str(len(body)).encode()))
             if observation.context_length and attempt.key is not None:
                 if fallback := runtime.registry.context_fallback(attempt.key.model):
@@ -178,7 +201,7 @@ class StreamRelay(_Relay):
                 {
                     "type": "http.response.start",
                     "status": upstream.status,
-                    "headers": _response_headers(attempt, upstream),
+                    "headers": _response_headers(attempt, upstream, runtime.clock),
                 }
             )
             observation = await self._pump(scanner, send)

@@ -10,18 +10,20 @@ from typing import TYPE_CHECKING
 from leasegate.accounts import Registry
 from leasegate.config import Settings
 from leasegate.core.clock import Clock
-from leasegate.core.observation import Observation
+from leasegate.core.observation import Classification, Observation
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthTransition
-from leasegate.core.records import EvidenceRow
+from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.evidence import EvidenceSink
 from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
+from leasegate.proxy.quota_view import QuotaView
 from leasegate.proxy.spend import SpendGate
 from leasegate.routing.classify import classify
+from leasegate.routing.quota import RATE_LIMIT_WAIT_S
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.health_events import log_transitions
 
@@ -43,6 +45,7 @@ class ProxyRuntime:
     evidence: EvidenceSink
     metrics: ProxyMetrics
     spend: SpendGate
+    quota: QuotaView
     tracer: RequestTracer | None = None
     """Set at wiring when tracing is on; None: no request makes a span."""
 
@@ -71,6 +74,33 @@ class ProxyRuntime:
             row = await self._end(attempt, observation)
         trace.end(row)
 
+    def _learn_quota(
+        self,
+        attempt: Attempt,
+        key: KeyRecord,
+        observation: Observation,
+        classification: Classification,
+    ) -> None:
+        """What the answer said of the pair's quota, into the local view (no store call)."""
+        account_id, model = key.account_id, key.served_model
+        now = self.clock.now().timestamp()
+        if classification.rate_limited:
+            wait = observation.rate_limit_wait_s
+            attempt.quota_hold_until = self.quota.rate_limited(
+                account_id,
+                model,
+                attempt.quota_buckets,
+                RATE_LIMIT_WAIT_S if wait is None else min(wait, self.settings.max_cooldown_s),
+                now,
+            )
+        elif attempt.upstream_status is None:
+            if attempt.quota_cost is not None and observation.kind == "refused":
+                self.quota.unsent(account_id, model, attempt.quota_cost, now)
+        else:
+            self.quota.answered(
+                account_id, model, attempt.quota_buckets, attempt.quota_cost, attempt.usage, now
+            )
+
     async def _end(self, attempt: Attempt, observation: Observation) -> EvidenceRow:
         await self.release_slot(attempt)
         classification = classify(observation, attempt.errors)
@@ -85,6 +115,8 @@ class ProxyRuntime:
             attempt.trace.evidence(durable=classification.qualifying)
         self.metrics.observe(row)
         key = attempt.key
+        if key is not None:
+            self._learn_quota(attempt, key, observation, classification)
         try:
             await self.spend.record(key, attempt.usage, cost)
         except StoreError as exc:

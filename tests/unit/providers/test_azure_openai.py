@@ -55,7 +55,7 @@ STREAMS = [
 CLASSIFIED = [
     # a wrong key: Azure answers 401 with a numeric string code
     Classified(CHAT, 401, _error(code="401"), "upstream-error", "account", True, "http-401"),
-    Classified(CHAT, 429, _error(code="429"), "upstream-error", "model", True, "http-429"),
+    Classified(CHAT, 429, _error(code="429"), "upstream-error", "model", True, "rate-limited"),
     Classified(
         CHAT,
         404,

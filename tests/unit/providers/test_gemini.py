@@ -81,7 +81,7 @@ CLASSIFIED = [
         "upstream-error",
         "model",
         True,
-        "http-429",
+        "resource_exhausted",
     ),
     Classified(
         GENERATE,

@@ -104,7 +104,7 @@ CLASSIFIED = [
         "invalid_api_key",
     ),
     Classified(
-        CHAT, 429, _error(429, type="requests"), "upstream-error", "model", True, "http-429"
+        CHAT, 429, _error(429, type="requests"), "upstream-error", "model", True, "requests"
     ),
     Classified(
         CHAT,

@@ -90,11 +90,13 @@ class HealthPolicy:
     max_cooldown_s: float = 600.0
     jitter: float = 0.0
     """Each cooldown window is shortened by base x a fraction drawn from [0, jitter)."""
+    overload_cooldown_s: float = 5.0
+    """The base window of an overload (`Classification.overloaded`), instead of base."""
 
     def __post_init__(self) -> None:
         if self.failure_threshold < 1 or self.account_failure_threshold < 1:
             raise ValueError("failure thresholds must be at least 1")
-        if self.base_cooldown_s <= 0 or self.max_cooldown_s <= 0:
+        if min(self.base_cooldown_s, self.max_cooldown_s, self.overload_cooldown_s) <= 0:
             raise ValueError("cooldowns must be positive")
         if not 0.0 <= self.jitter < 1.0:
             raise ValueError("jitter must be in [0, 1)")

@@ -37,14 +37,16 @@ class Bucket:
     limit: int | None
     """The most the bucket holds (requests or tokens); None when not said."""
     remaining: int | None
-    """What remained at the owning Quota's `observed_at`; None when not said."""
+    """What remained at the owning Quota's `observed_at`; None when not said. Below zero in
+    a proxy's local view: a debt (requests let through beyond it), paid back by the refill."""
     reset_at: float | None
     """Epoch seconds when the bucket is full again (the provider's reset); None when unknown."""
     window_s: float | None = None
     """The period `limit` refills over, when known (60 for a declared per-minute limit)."""
 
     def remaining_at(self, now: float, observed_at: float) -> float | None:
-        """What the bucket holds at `now` (see the module docstring); None: unknown."""
+        """What the bucket holds at `now` (see the module docstring; below zero: a debt);
+        None: unknown."""
         limit, remaining, reset_at = self.limit, self.remaining, self.reset_at
         if reset_at is not None and now >= reset_at:
             return None if limit is None else float(limit)
@@ -54,13 +56,13 @@ class Bucket:
         if limit is not None and reset_at is not None:
             span = reset_at - observed_at
             if span <= 0 or remaining >= limit:
-                return float(max(remaining, 0))
-            return max(0.0, remaining + (limit - remaining) * min(1.0, elapsed / span))
+                return float(remaining)
+            return remaining + (limit - remaining) * min(1.0, elapsed / span)
         if limit is not None and self.window_s:
-            return min(float(limit), max(0.0, remaining + limit * elapsed / self.window_s))
+            return min(float(limit), remaining + limit * elapsed / self.window_s)
         if reset_at is None and elapsed > UNTIMED_TRUST_S:
             return None
-        return float(max(remaining, 0))
+        return float(remaining)
 
     def room_at(self, need: int, now: float, observed_at: float) -> float | None:
         """None when `need` fits now (or nothing is known); else epoch seconds when it will."""

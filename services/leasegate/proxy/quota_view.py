@@ -1,0 +1,201 @@
+"""The proxy's process-local view of each (account, served model)'s quota.
+
+Fed by every answer (its rate-limit headers, `ProviderKind.quota_buckets`), by rate-limit
+429s, and by the accounts file's declared limits; read by the admission check before a request
+goes upstream. No request waits on a store: what this proxy learns is written to the shared
+`QuotaStore` behind the requests, in one batch every `flush_s`, and what the other proxies
+learned is read back every `refresh_s` (one round trip each, off the request path). A newer
+statement (by its `observed_at`) replaces an older one; this proxy's own admissions since the
+last statement are spent from its local copy only.
+
+Declared limits are not shared: each proxy counts what it sends against them, so N proxies
+behind one declared-only account may send up to N times its declared rate (the provider's
+own 429s then hold the pair, which every proxy does hear of).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Mapping
+
+from leasegate.accounts import Registry
+from leasegate.core.clock import Clock
+from leasegate.core.ports.errors import StoreError
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension, QuotaStore
+from leasegate.providers import Usage
+from leasegate.routing.quota import (
+    Estimate,
+    declared_quota,
+    hold_s,
+    learned,
+    rate_limit_hold,
+    reconciled,
+    returned,
+    room_at,
+    spent,
+)
+
+log = logging.getLogger("leasegate.proxy")
+
+Pair = tuple[str, str]
+
+_SYSTEM_RANDOM = random.SystemRandom()
+
+
+class QuotaView:
+    def __init__(
+        self,
+        store: QuotaStore,
+        registry: Registry,
+        clock: Clock,
+        *,
+        flush_s: float = 0.25,
+        refresh_s: float = 1.0,
+        rng: Callable[[], float] = _SYSTEM_RANDOM.random,
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self._flush_s = flush_s
+        self._refresh_s = refresh_s
+        self._rng = rng
+        self._pairs: list[Pair] = [
+            (account.id, model)
+            for account in registry.accounts
+            for model in dict.fromkeys(account.models.values())
+        ]
+        now = clock.now().timestamp()
+        self._local: dict[Pair, Quota] = {}
+        self._defaults: dict[Pair, int] = {}
+        for account in registry.accounts:
+            for model, limits in account.limits.items():
+                if (quota := declared_quota(account.id, model, limits, now)) is not None:
+                    self._local[(account.id, model)] = quota
+                if limits.output_estimate is not None:
+                    self._defaults[(account.id, model)] = limits.output_estimate
+        self._stated_at: dict[Pair, float] = {}
+        """When the provider's latest statement this view holds was observed, per pair."""
+        self._dirty: dict[Pair, Quota] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # -- the request path (no await) ------------------------------------------------------
+
+    def watches(self, account_id: str, model: str) -> bool:
+        """Whether anything is known of the pair (else admission asks nothing)."""
+        return (account_id, model) in self._local
+
+    def output_estimate(self, account_id: str, model: str) -> int | None:
+        """The model's declared `output_estimate`, if any."""
+        return self._defaults.get((account_id, model))
+
+    def quota(self, account_id: str, model: str) -> Quota | None:
+        return self._local.get((account_id, model))
+
+    def admit(self, account_id: str, model: str, cost: Estimate, now: float) -> float | None:
+        """None: the request fits what is known (and is spent from the view); else epoch
+        seconds when room is expected."""
+        pair = (account_id, model)
+        quota = self._local.get(pair)
+        if quota is None:
+            return None
+        when = room_at(quota, cost, now)
+        if when is None:
+            self._local[pair] = spent(quota, cost, now)
+        return when
+
+    def answered(
+        self,
+        account_id: str,
+        model: str,
+        buckets: Mapping[QuotaDimension, Bucket],
+        cost: Estimate | None,
+        usage: Usage,
+        now: float,
+    ) -> None:
+        """An answer came back: its headers replace the view (they count this request), or,
+        without headers, the estimate is reconciled with the usage it reported."""
+        pair = (account_id, model)
+        held = self._local.get(pair)
+        if buckets:
+            quota = learned(held, account_id, model, buckets, now)
+            self._local[pair] = self._dirty[pair] = quota
+            self._stated_at[pair] = now
+        elif cost is not None and held is not None:
+            self._local[pair] = reconciled(held, cost, usage.input_tokens, usage.output_tokens, now)
+
+    def unsent(self, account_id: str, model: str, cost: Estimate, now: float) -> None:
+        """A request admitted here never reached the upstream: its estimate goes back."""
+        pair = (account_id, model)
+        if (held := self._local.get(pair)) is not None:
+            self._local[pair] = returned(held, cost, now)
+
+    def rate_limited(
+        self,
+        account_id: str,
+        model: str,
+        buckets: Mapping[QuotaDimension, Bucket],
+        wait_s: float,
+        now: float,
+    ) -> float:
+        """A rate-limit 429: the pair takes nothing until the provider's wait (plus jitter) is
+        over, here at once and on every proxy after the next flush. Returns that moment."""
+        pair = (account_id, model)
+        until = now + hold_s(wait_s, self._rng())
+        quota = rate_limit_hold(self._local.get(pair), account_id, model, buckets, until, now)
+        self._local[pair] = self._dirty[pair] = quota
+        self._stated_at[pair] = now
+        return until
+
+    # -- sharing, off the request path ----------------------------------------------------
+
+    async def start(self) -> None:
+        await self.refresh()
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.flush()
+
+    async def _run(self) -> None:
+        next_refresh = 0.0
+        while True:
+            await asyncio.sleep(self._flush_s)
+            await self.flush()
+            next_refresh += self._flush_s
+            if next_refresh >= self._refresh_s:
+                next_refresh = 0.0
+                await self.refresh()
+
+    async def flush(self) -> None:
+        """Write what this proxy learned since the last flush, in one batch."""
+        if not self._dirty:
+            return
+        batch, self._dirty = self._dirty, {}
+        try:
+            await self.store.learn(list(batch.values()), self._clock.now().timestamp())
+        except StoreError as exc:
+            log.warning("quota not shared", extra={"error": exc.reason})
+            for pair, quota in batch.items():
+                self._dirty.setdefault(pair, quota)  # a newer one learned since wins
+
+    async def refresh(self) -> None:
+        """Take what the other proxies learned, where it is newer than what this one holds."""
+        try:
+            found = await self.store.snapshot(self._pairs, self._clock.now().timestamp())
+        except StoreError as exc:
+            log.warning("quota view not refreshed", extra={"error": exc.reason})
+            return
+        for pair, quota in found.items():
+            if quota.observed_at <= self._stated_at.get(pair, float("-inf")):
+                continue
+            held = self._local.get(pair)
+            self._local[pair] = learned(
+                held, quota.account_id, quota.model, quota.buckets, quota.observed_at
+            )
+            self._stated_at[pair] = quota.observed_at

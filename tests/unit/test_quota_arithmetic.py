@@ -1,0 +1,131 @@
+"""The proxy's quota arithmetic: estimates, spending, reconciliation, a rate-limit hold."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from leasegate.accounts import DeclaredLimits
+from leasegate.core.ports.quota import Bucket, Quota
+from leasegate.routing.quota import (
+    DEFAULT_OUTPUT_TOKENS,
+    JITTER_MAX_S,
+    Estimate,
+    declared_quota,
+    estimate,
+    hold_s,
+    learned,
+    output_cap,
+    rate_limit_hold,
+    reconciled,
+    returned,
+    room_at,
+    spent,
+)
+
+T0 = 1_000.0
+
+
+def _tokens(limit: int, remaining: int, reset_in: float = 60.0) -> Quota:
+    return Quota("a", "m", {"tokens": Bucket(limit, remaining, T0 + reset_in)}, "headers", T0)
+
+
+def test_the_estimate_reads_the_body_size_and_the_output_cap() -> None:
+    assert output_cap({"max_tokens": 100}) == 100
+    assert output_cap({"max_completion_tokens": 50}) == 50
+    assert output_cap({"max_output_tokens": 70}) == 70
+    assert output_cap({"generationConfig": {"maxOutputTokens": 30}}) == 30
+    assert output_cap({"max_tokens": "lots"}) is None
+    assert output_cap({"max_tokens": True}) is None
+    assert estimate(400, 100, None) == Estimate(100, 100)
+    assert estimate(401, None, 64) == Estimate(101, 64)
+    assert estimate(0, None, None) == Estimate(0, DEFAULT_OUTPUT_TOKENS)
+
+
+def test_spending_lowers_the_view_so_concurrent_requests_see_each_other() -> None:
+    quota = _tokens(10_000, 1_000, reset_in=10_000.0)  # ~1 token a second refill
+    cost = Estimate(300, 200)
+    once = spent(quota, cost, T0)
+    assert once.remaining_at("tokens", T0) == 500
+    assert room_at(once, cost, T0) is None
+    twice = spent(once, cost, T0)
+    assert room_at(twice, cost, T0) is not None  # the third one does not fit
+
+
+def test_reconciliation_gives_back_a_generous_estimate_and_takes_a_short_one() -> None:
+    quota = spent(_tokens(10_000, 1_000, 10_000.0), Estimate(100, 400), T0)
+    assert quota.remaining_at("tokens", T0) == 500
+    assert reconciled(quota, Estimate(100, 400), 100, 50, T0).remaining_at("tokens", T0) == 850
+    assert reconciled(quota, Estimate(100, 400), 300, 700, T0).remaining_at("tokens", T0) == 0
+    # unknown usage keeps the estimate
+    assert reconciled(quota, Estimate(100, 400), None, None, T0) is quota
+
+
+def test_a_request_that_never_left_is_given_back_whole() -> None:
+    quota = Quota(
+        "a",
+        "m",
+        {"requests": Bucket(10, 1, T0 + 60), "tokens": Bucket(1_000, 900, T0 + 60)},
+        "headers",
+        T0,
+    )
+    cost = Estimate(100, 100)
+    back = returned(spent(quota, cost, T0), cost, T0)
+    assert back.remaining_at("requests", T0) == 1
+    assert back.remaining_at("tokens", T0) == 900
+
+
+def test_headers_replace_their_dimensions_and_keep_declared_ones() -> None:
+    declared = declared_quota("a", "m", DeclaredLimits(rpm=60, tpm=6_000), T0)
+    assert declared is not None
+    heard = learned(declared, "a", "m", {"requests": Bucket(100, 42, T0 + 5)}, T0 + 1)
+    assert heard.source == "headers"
+    assert heard.buckets["requests"] == Bucket(100, 42, T0 + 5)
+    assert heard.buckets["tokens"].limit == 6_000
+
+
+def test_a_rate_limit_hold_admits_nothing_until_exactly_its_end() -> None:
+    hold = rate_limit_hold(None, "a", "m", {}, T0 + 0.6, T0)
+    assert room_at(hold, Estimate(1, 1), T0) == T0 + 0.6
+    assert room_at(hold, Estimate(1, 1), T0 + 0.599) == T0 + 0.6
+    assert room_at(hold, Estimate(1, 1), T0 + 0.6) is None
+
+
+@given(wait=st.floats(0, 600), jitter=st.floats(0, 0.999))
+def test_the_hold_is_the_wait_plus_a_small_jitter_never_the_base(
+    wait: float, jitter: float
+) -> None:
+    held = hold_s(wait, jitter)
+    assert wait <= held <= wait + min(JITTER_MAX_S, 0.1 * wait) + 1e-9
+
+
+@given(
+    limit=st.integers(1, 100_000),
+    remaining=st.integers(0, 100_000),
+    costs=st.lists(
+        st.tuples(st.integers(0, 5_000), st.integers(0, 5_000), st.integers(0, 10_000)),
+        max_size=20,
+    ),
+)
+def test_reconciled_spending_equals_spending_the_actual_usage(
+    limit: int, remaining: int, costs: list[tuple[int, int, int]]
+) -> None:
+    """Estimate, then reconcile with the usage: the view ends where spending the actual
+    usage would have left it (no refill: the reset is far away)."""
+    remaining = min(remaining, limit)
+    start = Quota("a", "m", {"tokens": Bucket(limit, remaining, None)}, "declared", T0)
+    view = actual_view = start
+    for est_in, est_out, actual in costs:
+        cost = Estimate(est_in, est_out)
+        view = reconciled(spent(view, cost, T0), cost, actual, 0, T0)
+        actual_view = spent(actual_view, Estimate(actual, 0), T0)
+    assert view.remaining_at("tokens", T0) == actual_view.remaining_at("tokens", T0)
+
+
+def test_a_declared_quota_refills_over_a_minute() -> None:
+    quota = declared_quota("a", "m", DeclaredLimits(rpm=2), T0)
+    assert quota is not None
+    one = Estimate(0, 0)
+    quota = spent(spent(quota, one, T0), one, T0)
+    assert room_at(quota, one, T0) == T0 + 30.0
+    assert declared_quota("a", "m", DeclaredLimits(output_estimate=5), T0) is None
