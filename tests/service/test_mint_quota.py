@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from leasegate.accounts import DeclaredLimits
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.quota import Bucket, Quota
@@ -135,3 +136,13 @@ async def test_the_reservation_holds_the_quota_ceiling_under_its_lock() -> None:
     assert sorted([first.view.account_id, second.view.account_id]) == ["a", "b"]
     onto_b = next(d for d in c.store.decisions.values() if d.account_id == "b")
     assert skipped(onto_b) == [("a", "quota-exhausted")]
+
+
+async def test_declared_limits_bound_an_account_nothing_was_learned_of() -> None:
+    """rpm 120 and tpm 120,000 sustain two leases of one 1,000-token request a second."""
+    limited = replace(account("a"), limits={SERVED: DeclaredLimits(rpm=120, tpm=120_000)})
+    c = control(limited, account("b"))
+    c.deps = replace(c.deps, lease_rates=FixedRates({("a", SERVED): ONE_LEASE}))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "a", "b"]
+    assert skipped(last_decision(c)) == [("a", "quota-exhausted")]

@@ -26,6 +26,7 @@ from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
 from leasegate.routing.lease_ceiling import LeaseRate
+from leasegate.routing.quota import declared_quota
 from leasegate.routing.selection import (
     NO_COOLDOWNS,
     Facts,
@@ -202,11 +203,24 @@ async def _chunk_facts(
         health, quotas = await asyncio.gather(
             deps.health.snapshot(pairs, facts.now), deps.quota.snapshot(pairs, facts.now)
         )
-    facts = facts.extended(health, {}, quotas)
+    facts = facts.extended(health, {}, {**_declared(candidates, facts.now), **quotas})
     counted = [c.account.id for c in candidates if _ceilinged(c, facts)]
     if counted:
         facts = facts.extended(NO_COOLDOWNS, await deps.store.live_lease_counts(counted, now))
     return facts
+
+
+def _declared(candidates: Sequence[Candidate], now: float) -> dict[Pair, Quota]:
+    """The accounts file's declared limits, full at `now`, for pairs nothing was learned of
+    (what was learned, read after, replaces them)."""
+    found: dict[Pair, Quota] = {}
+    for candidate in candidates:
+        limits = candidate.account.limits.get(candidate.served_model)
+        if limits is not None:
+            quota = declared_quota(candidate.account.id, candidate.served_model, limits, now)
+            if quota is not None:
+                found[(candidate.account.id, candidate.served_model)] = quota
+    return found
 
 
 def _ceilinged(candidate: Candidate, facts: Facts) -> bool:

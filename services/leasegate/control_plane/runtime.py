@@ -65,6 +65,7 @@ class ControlRuntime:
                 tenant_shares=self.settings.tenant_shares,
             ),
             spend=self.stores.spend,
+            quota=self.stores.quota,
             lease_rates=self.lease_rates,
         )
 
