@@ -8,11 +8,13 @@ from dataclasses import replace
 
 import pytest
 
+from leasegate.accounts import DeclaredLimits
 from leasegate.control_plane import keys
 from leasegate.control_plane.deps import Limits
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
-from tests.fixtures.control import Control, account, body, control
+from leasegate.routing.lease_ceiling import LeaseRate
+from tests.fixtures.control import SERVED, Control, FixedRates, account, body, control
 
 BIG, SMALL = "big", "small"
 
@@ -69,7 +71,7 @@ async def test_a_starved_tenant_counts_only_within_the_window() -> None:
         await attempt(c, BIG, f"b{n}")
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     await keys.revoke(c.deps, held(c, BIG)[0])
-    c.clock.advance(10.5)  # LEASEGATE_FAIR_SHARE_WINDOW_S: 10 s by default
+    c.clock.advance(3.5)  # LEASEGATE_FAIR_SHARE_WINDOW_S: 3 s by default
     assert await attempt(c, BIG, "b4") in ("a", "b")
 
 
@@ -80,7 +82,38 @@ async def test_a_pool_with_an_account_without_ceiling_never_refuses_for_fairness
     c.store.decisions["starved"] = replace(
         first, id="starved", tenant=SMALL, outcome="refused", refusal_code="no-eligible-account"
     )
+    c.deps.saturation.refused("gpt-4o", SMALL, c.clock.at.timestamp(), 10.0)
     assert await attempt(c, BIG, "b1") == "b"
+    assert c.store.pool_reads == 0  # a pool that never fills is never shared out
+
+
+async def test_a_pool_not_found_full_lately_for_another_tenant_costs_no_read() -> None:
+    c = pool()
+    for n in range(5):
+        await attempt(c, BIG, f"b{n}")  # the fifth is refused: full for big alone
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b5") in ("a", "b")
+    assert c.store.pool_reads == 0
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b6") == "tenant-fair-share-exceeded"
+    assert c.store.pool_reads == 1
+
+
+async def test_a_pool_bounded_by_its_quotas_alone_is_shared_out_too() -> None:
+    """No `lease_capacity` anywhere: rpm 120 / tpm 120,000 sustain two leases of one
+    1,000-token request a second on each account, four in the pool."""
+    declared = {SERVED: DeclaredLimits(rpm=120, tpm=120_000)}
+    c = control(replace(account("a"), limits=declared), replace(account("b"), limits=declared))
+    rate = LeaseRate(1.0, 800.0, 200.0)
+    rates = {("a", SERVED): rate, ("b", SERVED): rate}
+    c.deps = replace(c.deps, lease_rates=FixedRates(rates))
+    for n in range(4):
+        assert await attempt(c, BIG, f"b{n}") in ("a", "b")
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b4") == "tenant-fair-share-exceeded"
+    assert await attempt(c, SMALL, "s1") in ("a", "b")
 
 
 async def test_weights_set_the_shares() -> None:

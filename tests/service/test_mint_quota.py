@@ -7,8 +7,7 @@ and a fixed per-lease spend."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 
@@ -22,6 +21,7 @@ from tests.fixtures.control import (
     SERVED,
     T0,
     Control,
+    FixedRates,
     account,
     body,
     control,
@@ -32,14 +32,6 @@ from tests.fixtures.control import (
 NOW = T0.timestamp()
 ONE_LEASE = LeaseRate(requests_per_s=1.0, input_tokens_per_s=800.0, output_tokens_per_s=200.0)
 """A live lease sends a request of 1,000 tokens a second."""
-
-
-@dataclass
-class FixedRates:
-    rates: dict[tuple[str, str], LeaseRate] = field(default_factory=dict)
-
-    def current(self) -> Mapping[tuple[str, str], LeaseRate]:
-        return self.rates
 
 
 def sustaining(account_id: str, leases: int) -> Quota:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from leasegate.accounts import Account, Candidate, Registry
 from leasegate.core.errors import PassOver
 from leasegate.core.ports.health import Cooldown, HealthSnapshot
-from leasegate.core.ports.quota import Bucket, Quota
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.routing.selection import Facts, NoneEligible, Selected, cooldown_scope, select
 
 
@@ -58,8 +58,8 @@ def test_first_eligible_in_registry_order() -> None:
 def test_filters_in_spec_order_first_applicable_is_the_code() -> None:
     accounts = [_account(i, lease_capacity=1) for i in range(7)]
     accounts[0] = _account(0, configured=False)
-    # acct-5 is at its lease ceiling and its quota is empty too; acct-6 has room but no quota
-    empty = {"requests": Bucket(60, 0, 130.0)}
+    # acct-5 is at its lease ceiling (its quota is empty too); acct-6 has lease room, an empty quota
+    empty: dict[QuotaDimension, Bucket] = {"requests": Bucket(60, 0, 130.0)}
     quotas = {
         (f"acct-{i}", f"served-{i}"): Quota(f"acct-{i}", f"served-{i}", empty, "headers", 100)
         for i in (5, 6)

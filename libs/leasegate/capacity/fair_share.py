@@ -43,3 +43,25 @@ def must_yield(
     if held.get(tenant, 0) < share[tenant]:
         return False
     return any(t != tenant and held.get(t, 0) < share[t] for t in starved)
+
+
+class Saturation:
+    """Which tenants this process last turned away from each model's full pool (refused
+    `no-eligible-account`), and when. A tenant's mint is shared out only while *another*
+    tenant was turned away within the window; until then it spends no read on fairness.
+    Times are epoch seconds, given; entries older than the window are dropped as new ones
+    arrive."""
+
+    def __init__(self) -> None:
+        self._refused: dict[str, dict[str, float]] = {}
+
+    def refused(self, model: str, tenant: str, now: float, window_s: float) -> None:
+        tenants = self._refused.setdefault(model, {})
+        for other, at in list(tenants.items()):
+            if now - at > window_s:
+                del tenants[other]
+        tenants[tenant] = now
+
+    def others_lately(self, model: str, tenant: str, now: float, window_s: float) -> bool:
+        tenants = self._refused.get(model, {})
+        return any(t != tenant and now - at <= window_s for t, at in tenants.items())

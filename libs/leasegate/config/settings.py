@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     key_max_ttl_s: int = Field(default=86400, gt=0)
     affinity_ttl_s: PositiveSeconds = 300.0
     """A mint's `affinity` follows the account that last served it for this long."""
-    fair_share_window_s: PositiveSeconds = 10.0
+    fair_share_window_s: PositiveSeconds = 3.0
     """A tenant a full pool refused counts as waiting for its fair share this long."""
     tenant_shares: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     """Fair-share weights by tenant (JSON); a tenant not named weighs 1."""

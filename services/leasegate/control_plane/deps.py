@@ -17,6 +17,7 @@ from typing import Protocol
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.audit import ChainVerdict
+from leasegate.capacity.fair_share import Saturation
 from leasegate.core.clock import Clock, new_id
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.ports.health import HealthSnapshot
@@ -87,7 +88,7 @@ class Limits:
     max_fallback_hops: int
     affinity_ttl_s: float = 300.0
     """How long after the last mint naming an affinity its account is still preferred."""
-    fair_share_window_s: float = 10.0
+    fair_share_window_s: float = 3.0
     """How long a tenant a full pool refused counts as starved (fair shares)."""
     tenant_shares: Mapping[str, float] = field(default_factory=dict)
     """Weights of the tenants' fair shares; a tenant not named weighs 1."""
@@ -109,6 +110,8 @@ class MintDeps:
     """The learned quotas (adaptive lease ceilings); None: no quota is known to anyone."""
     lease_rates: LeaseRates | None = None
     """The measured spend of a live lease; None: never measured (ceilings stay the operator's)."""
+    saturation: Saturation = field(default_factory=Saturation)
+    """When this control plane last found each model's pool full (fair shares)."""
 
 
 FIRST_CHUNK = 1
@@ -175,6 +178,11 @@ class LazyFacts:
         if capacity is not None:
             held = {**self.facts.leases_held, candidate.account.id: capacity}
             self.facts = replace(self.facts, leases_held=held)
+
+    async def read_all(self) -> None:
+        """Every candidate's facts from the start on (fair shares need the whole pool's)."""
+        while self._read_to < len(self._candidates):
+            await self._read_more()
 
     async def _read_more(self) -> None:
         size = max(FIRST_CHUNK, self._read_to - self._start)

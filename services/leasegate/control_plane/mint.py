@@ -175,9 +175,7 @@ async def _walk(
             return await _no_eligible(deps, body, start, outcome)
         if not shared:
             shared = True
-            over_share = await fair_share_refusal(
-                deps, body, candidates, live.facts, deps.clock.now()
-            )
+            over_share = await fair_share_refusal(deps, body, candidates, live, deps.clock.now())
             if over_share is not None:
                 return Refusal(start, over_share)
         chosen = outcome.candidate
@@ -288,8 +286,12 @@ async def _no_eligible(
     """`dispatch-lease-held` comes before selection's answer (SPEC order). A selected mint
     learns it from its commit (the UNIQUE live_dispatch column decides every race); only a
     mint nobody can serve needs this read, so the common path spends no round trip on it."""
-    if await deps.store.live_key_of_dispatch(body.tenant, body.dispatch_id, deps.clock.now()):
+    now = deps.clock.now()
+    if await deps.store.live_key_of_dispatch(body.tenant, body.dispatch_id, now):
         return Refusal(start, _lease_held())
+    # fair shares apply to the other tenants for a while
+    window_s = deps.limits.fair_share_window_s
+    deps.saturation.refused(body.model, body.tenant, now.timestamp(), window_s)
     return Refusal(
         start,
         GatewayError(

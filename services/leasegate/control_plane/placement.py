@@ -6,10 +6,14 @@
   The map lives in `mint_decisions` itself (the decision records its affinity, which the mint
   commit writes anyway): one indexed read for a mint that names one, no write of its own, the
   same answer on every replica and after any restart, and its TTL is the decision's age.
-- **Fair shares.** When every account of the pool has a lease ceiling, a selected mint first
-  asks the store who holds the pool's leases and whom a full pool turned away lately
-  (`PoolDemand`, one round trip); `capacity.fair_share.must_yield` decides. A tenant that must
-  yield is refused `tenant-fair-share-exceeded` (held, retry in 1 s): the gateway never waits.
+- **Fair shares.** Once this control plane has itself refused *another* tenant a mint for
+  the model `no-eligible-account` within the window (`Saturation`: the pool was full lately
+  for someone else), a selected mint reads every candidate's facts and, when every account
+  of the pool has a ceiling (the operator's or its quota's), asks the store who holds the
+  pool's leases and whom a full pool turned away lately, on any replica (`PoolDemand`, one
+  round trip); `capacity.fair_share.must_yield` decides. A tenant that must yield is refused
+  `tenant-fair-share-exceeded` (held, retry in 1 s): the gateway never waits. A pool that was
+  not full lately, or full only for this tenant, costs nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from datetime import datetime, timedelta
 from leasegate.accounts import Candidate
 from leasegate.capacity.fair_share import must_yield
 from leasegate.control_plane.decision import Start
-from leasegate.control_plane.deps import MintDeps
+from leasegate.control_plane.deps import LazyFacts, MintDeps
 from leasegate.control_plane.schemas import MintBody
 from leasegate.core.errors import GatewayError
 from leasegate.routing.selection import Facts
@@ -44,11 +48,12 @@ async def affinity_candidate(
 
 
 def pool_capacity(candidates: Sequence[Candidate], facts: Facts) -> int | None:
-    """The leases the pool can hold now: the ceilings of its accounts that an operator has
-    not taken out; None when any account has no ceiling (the pool never fills)."""
+    """The leases the pool can hold now: the effective ceilings (the operator's, or its
+    quota's when lower) of its accounts that an operator has not taken out; None when any
+    account has none (the pool never fills)."""
     total = 0
     for candidate in candidates:
-        capacity = candidate.account.lease_capacity
+        capacity = facts.ceiling(candidate)
         if capacity is None:
             return None
         account = candidate.account
@@ -59,15 +64,19 @@ def pool_capacity(candidates: Sequence[Candidate], facts: Facts) -> int | None:
 
 
 async def fair_share_refusal(
-    deps: MintDeps, body: MintBody, candidates: Sequence[Candidate], facts: Facts, now: datetime
+    deps: MintDeps, body: MintBody, candidates: Sequence[Candidate], live: LazyFacts, now: datetime
 ) -> GatewayError | None:
     """`tenant-fair-share-exceeded` when this tenant's next lease would come out of the share
-    of a tenant the full pool turned away lately; None otherwise (and always for a pool
-    without ceilings, which costs no read)."""
-    capacity = pool_capacity(candidates, facts)
+    of a tenant the full pool turned away lately; None otherwise (and always, with no read,
+    for a pool this control plane has not found full lately or one without ceilings)."""
+    window_s = deps.limits.fair_share_window_s
+    if not deps.saturation.others_lately(body.model, body.tenant, now.timestamp(), window_s):
+        return None
+    await live.read_all()
+    capacity = pool_capacity(candidates, live.facts)
     if capacity is None:
         return None
-    since = now - timedelta(seconds=deps.limits.fair_share_window_s)
+    since = now - timedelta(seconds=window_s)
     accounts = [c.account.id for c in candidates]
     demand = await deps.store.pool_demand(accounts, body.model, since, now)
     if not must_yield(
