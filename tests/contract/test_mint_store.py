@@ -189,3 +189,62 @@ async def test_a_hop_reads_the_earliest_qualifying_row(mint_store: ServiceStore)
     found = await mint_store.evidence_for_decisions([decision.id, "md_none"])
     assert [r.request_id for r in found[decision.id]] == ["req-late", "req-early", "req-abort"]
     assert found["md_none"] == []
+
+
+async def test_the_affinity_answers_the_newest_selected_decision_naming_it(
+    mint_store: ServiceStore,
+) -> None:
+    later = T0 + timedelta(seconds=5)
+    old, new = (
+        minted(dispatch_id="d-1", account_id="a", affinity="s-1", at=T0),
+        minted(dispatch_id="d-2", account_id="b", affinity="s-1", at=later, affinity_hit=True),
+    )
+    for decision, key in (old, new):
+        await mint_store.commit_mint(decision, key, lease_capacity=None, now=decision.created_at)
+    await mint_store.commit_mint(
+        *minted(dispatch_id="d-3", account_id="c"), lease_capacity=None, now=T0
+    )
+    refused = make_decision(
+        dispatch_id="d-4",
+        account_id=None,
+        outcome="refused",
+        affinity="s-1",
+        at=later + timedelta(seconds=1),
+    )
+    await mint_store.record_decision(refused)
+    assert await mint_store.get_decision(new[0].id) == new[0]  # affinity and hit stored
+    assert await mint_store.affinity_account("acme/web", "gpt-4o", "s-1", T0) == "b"
+    assert await mint_store.affinity_account("acme/web", "gpt-4o", "s-2", T0) is None
+    assert await mint_store.affinity_account("other", "gpt-4o", "s-1", T0) is None
+    assert await mint_store.affinity_account("acme/web", "gpt-4", "s-1", T0) is None
+    past = later + timedelta(microseconds=1)
+    assert await mint_store.affinity_account("acme/web", "gpt-4o", "s-1", past) is None
+
+
+async def test_the_pool_demand_counts_live_leases_by_tenant_and_starved_tenants(
+    mint_store: ServiceStore,
+) -> None:
+    for n, (tenant, account_id) in enumerate(
+        [("big", "a"), ("big", "b"), ("small", "a"), ("x", "z")]
+    ):
+        decision, key = minted(tenant, f"d-{n}", account_id=account_id)
+        await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    _, ended = minted("small", "d-9", account_id="b")
+    await mint_store.commit_mint(_, ended, lease_capacity=None, now=T0)
+    await mint_store.revoke_key(ended.key_id, "revoked", T0)
+    for tenant, model, code, at in [
+        ("small", "gpt-4o", "no-eligible-account", LATER),
+        ("late", "gpt-4o", "no-eligible-account", T0 - timedelta(seconds=30)),
+        ("other-model", "gpt-4", "no-eligible-account", LATER),
+        ("held-back", "gpt-4o", "tenant-fair-share-exceeded", LATER),
+    ]:
+        refused = make_decision(
+            tenant, account_id=None, outcome="refused", refusal_code=code, model=model, at=at
+        )
+        await mint_store.record_decision(refused)
+    since = T0 - timedelta(seconds=10)
+    demand = await mint_store.pool_demand(["a", "b"], "gpt-4o", since, LATER)
+    assert dict(demand.held) == {"big": 2, "small": 1}
+    assert demand.starved == frozenset({"small"})
+    empty = await mint_store.pool_demand([], "gpt-4o", since, LATER)
+    assert (dict(empty.held), empty.starved) == ({}, frozenset({"small"}))

@@ -19,6 +19,7 @@ STORED_IN: dict[tuple[type[BaseModel], str], list[tuple[str, str]]] = {
     (MintBody, "dispatch_id"): [("mint_decisions", "dispatch_id"), ("keys", "dispatch_id")],
     (MintBody, "model"): [("mint_decisions", "model"), ("keys", "model")],
     (MintBody, "role"): [("mint_decisions", "role")],
+    (MintBody, "affinity"): [("mint_decisions", "affinity")],
     (MintBody, "retry_of_mint_decision_id"): [("mint_decisions", "cites_decision_id")],
     (MintBody, "supersedes_mint_decision_id"): [("mint_decisions", "cites_decision_id")],
     (StateBody, "state"): [("audit_records", "state")],

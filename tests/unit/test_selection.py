@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from leasegate.accounts import Account, Candidate, Registry
 from leasegate.core.errors import PassOver
 from leasegate.core.ports.health import Cooldown, HealthSnapshot
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.routing.selection import Facts, NoneEligible, Selected, cooldown_scope, select
 
 
@@ -55,8 +56,14 @@ def test_first_eligible_in_registry_order() -> None:
 
 
 def test_filters_in_spec_order_first_applicable_is_the_code() -> None:
-    accounts = [_account(i, lease_capacity=1) for i in range(6)]
+    accounts = [_account(i, lease_capacity=1) for i in range(7)]
     accounts[0] = _account(0, configured=False)
+    # acct-5 is at its lease ceiling (its quota is empty too); acct-6 has lease room, an empty quota
+    empty: dict[QuotaDimension, Bucket] = {"requests": Bucket(60, 0, 130.0)}
+    quotas = {
+        (f"acct-{i}", f"served-{i}"): Quota(f"acct-{i}", f"served-{i}", empty, "headers", 100)
+        for i in (5, 6)
+    }
     facts = Facts(
         now=100,
         admin_states={"acct-0": "disabled", "acct-1": "disabled", "acct-2": "draining"},
@@ -66,6 +73,7 @@ def test_filters_in_spec_order_first_applicable_is_the_code() -> None:
             cooling={("acct-3", "served-3"): 300, ("acct-4", "served-4"): 150},
         ),
         leases_held={"acct-4": 1, "acct-5": 1},
+        quotas=quotas,
     )
     outcome = select(_candidates(*accounts), facts)
     assert isinstance(outcome, NoneEligible)
@@ -76,9 +84,10 @@ def test_filters_in_spec_order_first_applicable_is_the_code() -> None:
         "circuit-open",
         "model-cooling",
         "lease-capacity-exhausted",
+        "quota-exhausted",
     ]
     assert outcome.cooldown_scope == "mixed"
-    assert outcome.retry_after_s == 50  # acct-4's cooldown ends soonest (circuit-open at 200)
+    assert outcome.retry_after_s == 0.5  # acct-6's bucket holds a request again soonest
 
 
 def test_cooling_is_per_served_model_and_expires_by_time() -> None:

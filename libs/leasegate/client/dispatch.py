@@ -67,6 +67,7 @@ class Dispatch(Generic[T]):
         role: str | None = None,
         ttl_s: int | None = None,
         budget: Budget | None = None,
+        affinity: str | None = None,
         deadline_s: float = 120.0,
         renew_within_s: float = 60.0,
         request_timeout_s: float = 10.0,
@@ -88,10 +89,14 @@ class Dispatch(Generic[T]):
         `retry_after_bound_s` hops instead. Each retry is noted in `Link.retried`.
         `failures`: more exception types a call may fail with, e.g. `(openai.APIError,)`.
         `idempotency_prefix`: names this run's mint attempts (`<prefix>/<n>`); random by
-        default, set it to resume a run that crashed mid-mint."""
+        default, set it to resume a run that crashed mid-mint. `affinity`: a session or task
+        id; the gateway keeps dispatches naming it on the account that last served it while
+        that account has room (its prompt cache is there)."""
         self.control = control
         self.proxy_url = proxy_url.rstrip("/")
-        self.identity = Identity(tenant, dispatch_id, model, role, ttl_s, budget)
+        self.identity = Identity(
+            tenant, dispatch_id, model, role, ttl_s, budget=budget, affinity=affinity
+        )
         self.deadline_s = deadline_s
         self.renew_within_s = renew_within_s
         self.request_timeout_s = request_timeout_s

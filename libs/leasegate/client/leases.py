@@ -40,6 +40,8 @@ class Identity:
     role: str | None
     ttl_s: int | None
     budget: Budget | None = None
+    affinity: str | None = None
+    """The session or task id whose account the dispatch asks to stay on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,7 @@ class Leases:
             else None,
             # one key per attempt: a replay of the same attempt answers the same decision
             idempotency_key=f"{self._prefix}/{self._attempts}",
+            affinity=ident.affinity,
         )
 
     async def _replayable(self, op: Operation[Minted]) -> Minted:

@@ -63,6 +63,7 @@ def mint(
     supersedes_mint_decision_id: str | None = None,
     budget: Budget | None = None,
     idempotency_key: str | None = None,
+    affinity: str | None = None,
 ) -> Operation[Minted]:
     body: dict[str, object] = {"tenant": tenant, "dispatch_id": dispatch_id, "model": model}
     optional = {
@@ -71,6 +72,7 @@ def mint(
         "retry_of_mint_decision_id": retry_of_mint_decision_id,
         "supersedes_mint_decision_id": supersedes_mint_decision_id,
         "budget": budget.model_dump(mode="json", exclude_none=True) if budget else None,
+        "affinity": affinity,
     }
     body.update({name: value for name, value in optional.items() if value is not None})
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}

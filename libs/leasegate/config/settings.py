@@ -54,6 +54,14 @@ class Settings(BaseSettings):
     max_fallback_hops: int = Field(default=1, ge=0)
     key_ttl_s: int = Field(default=900, gt=0)
     key_max_ttl_s: int = Field(default=86400, gt=0)
+    affinity_ttl_s: PositiveSeconds = 300.0
+    """A mint's `affinity` follows the account that last served it for this long."""
+    fair_share_window_s: PositiveSeconds = 3.0
+    """A tenant a full pool refused counts as waiting for its fair share this long."""
+    tenant_shares: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    """Fair-share weights by tenant (JSON); a tenant not named weighs 1."""
+    lease_rate_interval_s: PositiveSeconds = 10.0
+    """How often the control plane measures what a live lease spends (adaptive ceilings)."""
     failure_threshold: int = Field(default=3, ge=1)
     account_failure_threshold: int = Field(default=2, ge=1)
     base_cooldown_s: PositiveSeconds = 30.0

@@ -52,6 +52,7 @@ CODES: dict[str, CodeInfo] = {
     "citation-conflict": CodeInfo(422, _INVALID, "rejected"),
     "dispatch-lease-held": CodeInfo(409, _CONFLICT, "held"),
     "idempotency-key-reused": CodeInfo(422, _INVALID, "rejected"),
+    "tenant-fair-share-exceeded": CodeInfo(429, _RATE, "held"),
     # control plane: hops
     "fallback-lineage-unknown": CodeInfo(503, _UNAVAILABLE, "held"),
     "fallback-cited-decision-not-selected": CodeInfo(409, _CONFLICT, "rejected"),

@@ -96,6 +96,10 @@ class MintDecision:
     it, and with it the chain's budget."""
     budget_max_tokens: int | None = None
     budget_max_cost: Decimal | None = None
+    affinity: str | None = None
+    """The caller's session or task id the mint asked to stay with (`POST /keys` `affinity`)."""
+    affinity_hit: bool = False
+    """Selected because the account that last served `affinity` still had room."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from leasegate.db.evidence import EvidenceRepository
 from leasegate.db.hops import HopRepository
 from leasegate.db.keys import KeyRepository
 from leasegate.db.mint import MintRepository
+from leasegate.db.pool import PoolRepository
 from leasegate.db.usage import UsageRepository
 
 
@@ -17,6 +18,7 @@ class Store(
     DecisionRepository,
     EvidenceRepository,
     HopRepository,
+    PoolRepository,
     UsageRepository,
 ):
     """Implements the Protocols of leasegate.core.ports.storage; each call is one transaction.

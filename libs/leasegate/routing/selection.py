@@ -4,7 +4,11 @@ live filter rules out, recording the code of the first filter that ruled out eac
 Filters, cheapest and most permanent first (SPEC §3); the first that applies is the code:
 
     1 not-configured  2 administratively-disabled  3 administratively-draining
-    4 circuit-open  5 model-cooling  6 lease-capacity-exhausted
+    4 circuit-open  5 model-cooling  6 lease-capacity-exhausted  7 quota-exhausted
+
+Filter 7 is the adaptive ceiling (`routing.lease_ceiling`): the (account, served model)'s learned
+quota has no room for one more request now, or its live leases already spend what the quota
+refills at the rate one lease was measured to spend.
 
 The candidate list is the static part (a pure function of model and registry); `Facts` is the
 live part, read by the service. Nothing here does I/O.
@@ -25,10 +29,16 @@ from typing import Literal
 from leasegate.accounts import Candidate
 from leasegate.core.errors import PassOver
 from leasegate.core.ports.health import HealthSnapshot
+from leasegate.core.ports.quota import Quota
 from leasegate.core.records import AdminState
 from leasegate.routing.health import health_block
+from leasegate.routing.lease_ceiling import LeaseRate, effective_ceiling, quota_room
 
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
+Pair = tuple[str, str]
+"""(account id, served model)."""
+MODEL_SCOPE = ("model-cooling", "quota-exhausted")
+"""Pass-overs of one (account, served model), not of the whole account."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +53,17 @@ class Facts:
     leases_held: Mapping[str, int] = field(default_factory=dict)
     admin_revision: int = 0
     """The audit chain's length the admin states were folded from; the commit re-checks it."""
+    quotas: Mapping[Pair, Quota] = field(default_factory=dict)
+    """The learned quotas of the candidates that have one."""
+    lease_rates: Mapping[Pair, LeaseRate] = field(default_factory=dict)
+    """What one live lease of each pair was measured to spend per second."""
 
-    def extended(self, health: HealthSnapshot, leases_held: Mapping[str, int]) -> Facts:
+    def extended(
+        self,
+        health: HealthSnapshot,
+        leases_held: Mapping[str, int],
+        quotas: Mapping[Pair, Quota] | None = None,
+    ) -> Facts:
         """These facts and those of more candidates, read at the same `now`."""
         return replace(
             self,
@@ -53,7 +72,22 @@ class Facts:
                 cooling={**self.health.cooling, **health.cooling},
             ),
             leases_held={**self.leases_held, **leases_held},
+            quotas={**self.quotas, **(quotas or {})},
         )
+
+    def ceiling(self, candidate: Candidate) -> int | None:
+        """The candidate's effective lease ceiling: what its quota sustains at the measured
+        per-lease rate, bounded by the operator's `lease_capacity`."""
+        pair = (candidate.account.id, candidate.served_model)
+        return effective_ceiling(
+            self.quotas.get(pair), self.lease_rates.get(pair), candidate.account.lease_capacity
+        )
+
+    def quota_room(self, candidate: Candidate) -> float | None:
+        """None when the candidate's quota takes one more lease now; else when it will."""
+        pair = (candidate.account.id, candidate.served_model)
+        held = self.leases_held.get(candidate.account.id, 0)
+        return quota_room(self.quotas.get(pair), self.lease_rates.get(pair), held, self.now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +122,8 @@ def filter_code(candidate: Candidate, facts: Facts, *, renewal: bool = False) ->
     capacity = account.lease_capacity
     if capacity is not None and facts.leases_held.get(account.id, 0) >= capacity:
         return "lease-capacity-exhausted"
+    if facts.quota_room(candidate) is not None:
+        return "quota-exhausted"
     return None
 
 
@@ -118,10 +154,11 @@ def none_eligible(
 
 
 def cooldown_scope(passed_over: Sequence[PassOver]) -> Literal["model", "account", "mixed"] | None:
-    """`model` when every pass-over was model-cooling, `account` when none was, else `mixed`."""
+    """`model` when every pass-over was of the (account, model) (model-cooling,
+    quota-exhausted), `account` when none was, else `mixed`."""
     if not passed_over:
         return None
-    cooling = sum(1 for p in passed_over if p.code == "model-cooling")
+    cooling = sum(1 for p in passed_over if p.code in MODEL_SCOPE)
     if cooling == len(passed_over):
         return "model"
     return "account" if cooling == 0 else "mixed"
@@ -130,13 +167,17 @@ def cooldown_scope(passed_over: Sequence[PassOver]) -> Literal["model", "account
 def _soonest_retry(
     candidates: Sequence[Candidate], facts: Facts, passed_over: Sequence[PassOver]
 ) -> float | None:
-    served = {c.account.id: c.served_model for c in candidates}
+    served = {c.account.id: c for c in candidates}
     ends: list[float] = []
     for skip in passed_over:
+        candidate = served[skip.account_id]
         if skip.code in ("circuit-open", "model-cooling"):
-            blocked = health_block(facts.health, skip.account_id, served[skip.account_id])
+            blocked = health_block(facts.health, skip.account_id, candidate.served_model)
             if blocked is not None:
                 ends.append(blocked[1].until)
+        elif skip.code == "quota-exhausted":
+            room = facts.quota_room(candidate)
+            ends.append(room if room is not None else facts.now + 1.0)
     if ends:
         return max(0.0, min(ends) - facts.now)
     if any(p.code == "lease-capacity-exhausted" for p in passed_over):

@@ -84,6 +84,10 @@ class Decision(WireModel):
     authorised_by_request_id: str | None
     chain_id: str | None = None
     budget: Budget | None = None
+    affinity: str | None = None
+    """The session or task id the mint asked to stay with."""
+    affinity_hit: bool = False
+    """Selected because the account that last served `affinity` still had room."""
     evidence: tuple[Evidence, ...] = Field(default=())
 
     @property

@@ -39,6 +39,8 @@ class MintAnswer(WireModel):
     chain_id: str | None = None
     """The dispatch's chain (its first decision's id): hops and renewals share it."""
     budget: Budget | None = None
+    affinity_hit: bool = False
+    """Chosen because the account that last served the mint's `affinity` still had room."""
 
 
 class KeyInfo(WireModel):

@@ -48,9 +48,11 @@ def create_dev_app(
         await start_proxy(proxy, stores)
         upkeep.start()
         control.reconciler.start()
+        control.lease_rates.start()
         try:
             yield
         finally:
+            await control.lease_rates.stop()
             await control.reconciler.stop()
             await upkeep.stop()
             await stop_proxy(proxy)

@@ -91,9 +91,11 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         upkeep.start()
         runtime.reconciler.start()
+        runtime.lease_rates.start()
         try:
             yield
         finally:
+            await runtime.lease_rates.stop()
             await runtime.reconciler.stop()
             await upkeep.stop()
             await stores.aclose()

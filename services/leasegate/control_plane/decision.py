@@ -26,6 +26,8 @@ class Asked:
     dispatch_id: str
     model: str
     role: str | None
+    affinity: str | None = None
+    """The session or task id the caller asked to stay with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,8 @@ class Chosen:
     position: int | None
     key_id: str
     passed_over: tuple[PassOver, ...] = ()
+    affinity_hit: bool = False
+    """Chosen because the account last serving the mint's affinity had room."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +70,7 @@ class Refusal:
 
 
 def asked_of(body: MintBody) -> Asked:
-    return Asked(body.tenant, body.dispatch_id, body.model, body.role)
+    return Asked(body.tenant, body.dispatch_id, body.model, body.role, body.affinity)
 
 
 def start_of(body: MintBody, idempotency_key: str | None, fingerprint: str | None) -> Start:
@@ -125,6 +129,7 @@ def decision_of(
         chain_id=start.chain_id,
         budget_max_tokens=start.budget_max_tokens,
         budget_max_cost=start.budget_max_cost,
+        affinity=asked.affinity,
     )
     if isinstance(outcome, GatewayError):
         return replace(common, refusal_code=outcome.code, passed_over=outcome.passed_over)
@@ -137,4 +142,5 @@ def decision_of(
         passed_over=outcome.passed_over,
         key_id=outcome.key_id,
         chain_id=start.chain_id or decision_id,
+        affinity_hit=outcome.affinity_hit,
     )

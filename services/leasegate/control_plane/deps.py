@@ -9,20 +9,33 @@ the service tests build one over in-memory twins (`tests/fixtures/control.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.audit import ChainVerdict
+from leasegate.capacity.fair_share import Saturation
 from leasegate.core.clock import Clock, new_id
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.ports.health import HealthSnapshot
+from leasegate.core.ports.quota import Quota
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
-from leasegate.routing.selection import NO_COOLDOWNS, Facts, NoneEligible, Selected, select
+from leasegate.routing.lease_ceiling import LeaseRate
+from leasegate.routing.quota import declared_quota
+from leasegate.routing.selection import (
+    NO_COOLDOWNS,
+    Facts,
+    NoneEligible,
+    Pair,
+    Selected,
+    filter_code,
+    select,
+)
 from leasegate.web.spend_totals import SpendTotals
 
 IdSource = Callable[[str], str]
@@ -34,6 +47,20 @@ class HealthSnapshots(Protocol):
 
     async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> HealthSnapshot:
         """Active cooldowns for these (account, served model) pairs and their circuits."""
+
+
+class QuotaSnapshots(Protocol):
+    """The part of the quota store selection reads (`QuotaStore` implements it)."""
+
+    async def snapshot(self, pairs: Sequence[tuple[str, str]], now: float) -> Mapping[Pair, Quota]:
+        """The latest quota learned for each pair that has one."""
+
+
+class LeaseRates(Protocol):
+    """What one live lease of each (account, served model) spends per second, smoothed
+    (`control_plane.lease_rates.LeaseRateMeter` implements it)."""
+
+    def current(self) -> Mapping[Pair, LeaseRate]: ...
 
 
 class RevocationPublisher(Protocol):
@@ -59,6 +86,12 @@ class Limits:
     key_ttl_s: int
     key_max_ttl_s: int
     max_fallback_hops: int
+    affinity_ttl_s: float = 300.0
+    """How long after the last mint naming an affinity its account is still preferred."""
+    fair_share_window_s: float = 3.0
+    """How long a tenant a full pool refused counts as starved (fair shares)."""
+    tenant_shares: Mapping[str, float] = field(default_factory=dict)
+    """Weights of the tenants' fair shares; a tenant not named weighs 1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +106,12 @@ class MintDeps:
     spend: SpendTotals
     """Running totals (rebuilt from evidence when unknown), for tenant budgets."""
     new_id: IdSource = new_id
+    quota: QuotaSnapshots | None = None
+    """The learned quotas (adaptive lease ceilings); None: no quota is known to anyone."""
+    lease_rates: LeaseRates | None = None
+    """The measured spend of a live lease; None: never measured (ceilings stay the operator's)."""
+    saturation: Saturation = field(default_factory=Saturation)
+    """When this control plane last found each model's pool full (fair shares)."""
 
 
 FIRST_CHUNK = 1
@@ -83,15 +122,9 @@ reads what a one-account mint reads); each further read doubles what the walk ha
 async def live_facts(deps: MintDeps, candidates: Sequence[Candidate]) -> Facts:
     """Live facts for all these candidates: their health, their lease counts, the overlay."""
     now = deps.clock.now()
-    health, leases = await _chunk_facts(deps, candidates, now)
+    facts = await _chunk_facts(deps, candidates, _empty_facts(deps, now), now)
     admin_states, admin_revision = await admin_view(deps.overlay)
-    return Facts(
-        now=now.timestamp(),
-        admin_states=admin_states,
-        admin_revision=admin_revision,
-        health=health,
-        leases_held=leases,
-    )
+    return replace(facts, admin_states=admin_states, admin_revision=admin_revision)
 
 
 class LazyFacts:
@@ -110,7 +143,7 @@ class LazyFacts:
         self._start = start
         self._read_to = start
         self._now = now
-        self.facts = Facts(now=now.timestamp())
+        self.facts = _empty_facts(deps, now)
 
     @classmethod
     async def read(cls, deps: MintDeps, candidates: Sequence[Candidate], start: int) -> LazyFacts:
@@ -132,25 +165,77 @@ class LazyFacts:
                 return outcome
             await self._read_more()
 
+    async def eligible(self, candidate: Candidate) -> bool:
+        """Whether this one candidate passes every filter now, reading its facts first when
+        the walk has not (an affinity's account, wherever it stands in the pool)."""
+        if not self._start <= candidate.position < self._read_to:
+            self.facts = await _chunk_facts(self._deps, [candidate], self.facts, self._now)
+        return filter_code(candidate, self.facts) is None
+
+    def mark_full(self, candidate: Candidate) -> None:
+        """The reservation found this account at its ceiling: the walk passes over it."""
+        capacity = self.facts.ceiling(candidate)
+        if capacity is not None:
+            held = {**self.facts.leases_held, candidate.account.id: capacity}
+            self.facts = replace(self.facts, leases_held=held)
+
+    async def read_all(self) -> None:
+        """Every candidate's facts from the start on (fair shares need the whole pool's)."""
+        while self._read_to < len(self._candidates):
+            await self._read_more()
+
     async def _read_more(self) -> None:
         size = max(FIRST_CHUNK, self._read_to - self._start)
         chunk = self._candidates[self._read_to : self._read_to + size]
-        health, leases = await _chunk_facts(self._deps, chunk, self._now)
-        self.facts = self.facts.extended(health, leases)
+        self.facts = await _chunk_facts(self._deps, chunk, self.facts, self._now)
         self._read_to += len(chunk)
 
 
+def _empty_facts(deps: MintDeps, now: datetime) -> Facts:
+    rates = deps.lease_rates.current() if deps.lease_rates is not None else {}
+    return Facts(now=now.timestamp(), lease_rates=rates)
+
+
 async def _chunk_facts(
-    deps: MintDeps, candidates: Sequence[Candidate], now: datetime
-) -> tuple[HealthSnapshot, dict[str, int]]:
-    """One health read and one lease count for these candidates."""
+    deps: MintDeps, candidates: Sequence[Candidate], facts: Facts, now: datetime
+) -> Facts:
+    """`facts` and these candidates' own: their health and quotas (read together when a
+    quota store is configured), then one lease count for those with a ceiling."""
     if not candidates:
-        return NO_COOLDOWNS, {}
+        return facts
     pairs = [(c.account.id, c.served_model) for c in candidates]
-    snapshot = await deps.health.snapshot(pairs, now.timestamp())
-    counted = [c.account.id for c in candidates if c.account.lease_capacity is not None]
-    leases = await deps.store.live_lease_counts(counted, now) if counted else {}
-    return snapshot, leases
+    quotas: Mapping[Pair, Quota] = {}
+    if deps.quota is None:
+        health = await deps.health.snapshot(pairs, facts.now)
+    else:
+        health, quotas = await asyncio.gather(
+            deps.health.snapshot(pairs, facts.now), deps.quota.snapshot(pairs, facts.now)
+        )
+    facts = facts.extended(health, {}, {**_declared(candidates, facts.now), **quotas})
+    counted = [c.account.id for c in candidates if _ceilinged(c, facts)]
+    if counted:
+        facts = facts.extended(NO_COOLDOWNS, await deps.store.live_lease_counts(counted, now))
+    return facts
+
+
+def _declared(candidates: Sequence[Candidate], now: float) -> dict[Pair, Quota]:
+    """The accounts file's declared limits, full at `now`, for pairs nothing was learned of
+    (what was learned, read after, replaces them)."""
+    found: dict[Pair, Quota] = {}
+    for candidate in candidates:
+        limits = candidate.account.limits.get(candidate.served_model)
+        if limits is not None:
+            quota = declared_quota(candidate.account.id, candidate.served_model, limits, now)
+            if quota is not None:
+                found[(candidate.account.id, candidate.served_model)] = quota
+    return found
+
+
+def _ceilinged(candidate: Candidate, facts: Facts) -> bool:
+    """Whether selection needs the account's lease count: it has an operator's ceiling or a
+    learned quota (whose sustained ceiling counts leases)."""
+    pair = (candidate.account.id, candidate.served_model)
+    return candidate.account.lease_capacity is not None or pair in facts.quotas
 
 
 async def admin_view(overlay: OverlayVerdict) -> tuple[dict[str, AdminState], int]:

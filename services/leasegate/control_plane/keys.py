@@ -100,7 +100,8 @@ async def _renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> MintAnswer:
 
 
 def _asked(old: KeyRecord, previous: MintDecision) -> Asked:
-    return Asked(old.tenant, old.dispatch_id, old.model, previous.role)
+    # the renewal keeps the affinity: its account still serves the session, from now
+    return Asked(old.tenant, old.dispatch_id, old.model, previous.role, previous.affinity)
 
 
 def _start(previous: MintDecision) -> Start:

@@ -34,6 +34,7 @@ from leasegate.control_plane.decision import (
 from leasegate.control_plane.deps import LazyFacts, Limits, MintDeps
 from leasegate.control_plane.hops import authorise_hop
 from leasegate.control_plane.idempotency import fingerprint, replay
+from leasegate.control_plane.placement import affinity_candidate, fair_share_refusal
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.tenants import tenant_budget_refusal
@@ -153,21 +154,44 @@ async def _walk(
 ) -> View | Refusal:
     """Select from the start position, reading live facts only as far as the walk goes
     (`LazyFacts`); a reservation that finds the account full after all records it as passed
-    over and walks on."""
+    over and walks on. The affinity's account, while eligible, is tried before the walk
+    (`placement`); a selected mint is checked against the tenants' fair shares once."""
     position = start.position or 0
+    affine = await affinity_candidate(deps, body, start, candidates)
     with step("mint.facts"):
         live = await LazyFacts.read(deps, candidates, position)
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
+    follow, shared = affine, False
     while True:
         with step("mint.selection"):
-            outcome = await live.select(position, passed_over)
+            hit = follow is not None and await live.eligible(follow)
+            outcome: Selected | NoneEligible = (
+                Selected(follow, ())
+                if hit and follow is not None
+                else await live.select(position, passed_over)
+            )
         if isinstance(outcome, NoneEligible):
             return await _no_eligible(deps, body, start, outcome)
+        if not shared:
+            shared = True
+            over_share = await fair_share_refusal(deps, body, candidates, live, deps.clock.now())
+            if over_share is not None:
+                return Refusal(start, over_share)
         chosen = outcome.candidate
         try:
+            ceiling = live.facts.ceiling(chosen)
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
-                return await _commit(deps, body, start, outcome, ttl_s, live.facts.admin_revision)
+                return await _commit(
+                    deps,
+                    body,
+                    start,
+                    outcome,
+                    ttl_s,
+                    live.facts.admin_revision,
+                    ceiling=ceiling,
+                    affinity_hit=hit,
+                )
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
             redecisions += 1
@@ -182,11 +206,15 @@ async def _walk(
             )
             if held is not None:
                 return held
-            position, passed_over = start.position or 0, ()
+            position, passed_over, follow = start.position or 0, (), affine
             live = await LazyFacts.read(deps, candidates, position)
         except LeaseCapacityExhausted:
+            if hit:  # the affinity's account filled meanwhile: the ordered walk, past it
+                live.mark_full(chosen)
+                follow = None
+                continue
             # past the end of the candidates, the walk answers NoneEligible with these
-            full = PassOver(chosen.account.id, "lease-capacity-exhausted")
+            full = PassOver(chosen.account.id, _full_code(chosen, ceiling))
             passed_over = (*outcome.passed_over, full)
             position = chosen.position + 1
 
@@ -198,6 +226,9 @@ async def _commit(
     selected: Selected,
     ttl_s: int,
     admin_revision: int,
+    *,
+    ceiling: int | None,
+    affinity_hit: bool = False,
 ) -> View | Refusal:
     now = deps.clock.now()
     candidate = selected.candidate
@@ -208,6 +239,7 @@ async def _commit(
         candidate.position,
         parsed.key_id,
         selected.passed_over,
+        affinity_hit,
     )
     decision = decision_of(deps.new_id("md"), now, asked_of(body), start, chosen)
     key = key_of(decision, parsed, ttl_s)
@@ -215,7 +247,7 @@ async def _commit(
         await deps.store.commit_mint(
             decision,
             key,
-            lease_capacity=candidate.account.lease_capacity,
+            lease_capacity=ceiling,
             now=now,
             admin_revision=admin_revision,
         )
@@ -233,6 +265,15 @@ async def _commit(
     return mint_view(decision, token, key)
 
 
+def _full_code(chosen: Candidate, ceiling: int | None) -> str:
+    """Which ceiling the reservation found reached: the operator's, or the one the quota set
+    below it (`quota-exhausted`)."""
+    capacity = chosen.account.lease_capacity
+    if ceiling is not None and (capacity is None or ceiling < capacity):
+        return "quota-exhausted"
+    return "lease-capacity-exhausted"
+
+
 def _lease_held() -> GatewayError:
     return GatewayError(
         "dispatch-lease-held", "this dispatch already holds a live lease: revoke it first"
@@ -245,8 +286,12 @@ async def _no_eligible(
     """`dispatch-lease-held` comes before selection's answer (SPEC order). A selected mint
     learns it from its commit (the UNIQUE live_dispatch column decides every race); only a
     mint nobody can serve needs this read, so the common path spends no round trip on it."""
-    if await deps.store.live_key_of_dispatch(body.tenant, body.dispatch_id, deps.clock.now()):
+    now = deps.clock.now()
+    if await deps.store.live_key_of_dispatch(body.tenant, body.dispatch_id, now):
         return Refusal(start, _lease_held())
+    # fair shares apply to the other tenants for a while
+    window_s = deps.limits.fair_share_window_s
+    deps.saturation.refused(body.model, body.tenant, now.timestamp(), window_s)
     return Refusal(
         start,
         GatewayError(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from leasegate.accounts import Registry
 from leasegate.config import Settings
 from leasegate.control_plane.deps import Limits, MintDeps, announce_revoked
+from leasegate.control_plane.lease_rates import LeaseRateMeter
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
 from leasegate.control_plane.spend_reconcile import SpendReconciler
@@ -38,8 +39,16 @@ class ControlRuntime:
     """Brings the totals back to evidence; started by the app's lifespan."""
     services: MintDeps = field(init=False)
     """The collaborators of mint, hops, renewal and revocation (`deps.py`)."""
+    lease_rates: LeaseRateMeter = field(init=False)
+    """What a live lease spends per second, measured in the background (adaptive ceilings)."""
 
     def __post_init__(self) -> None:
+        self.lease_rates = LeaseRateMeter(
+            self.stores.store,
+            [a.id for a in self.registry.accounts],
+            self.clock,
+            every_s=self.settings.lease_rate_interval_s,
+        )
         self.overlay = AdminOverlay(
             AuditRepository(self.stores.database),
             self.stores.witness,
@@ -72,8 +81,13 @@ class ControlRuntime:
                 key_ttl_s=self.settings.key_ttl_s,
                 key_max_ttl_s=self.settings.key_max_ttl_s,
                 max_fallback_hops=self.settings.max_fallback_hops,
+                affinity_ttl_s=self.settings.affinity_ttl_s,
+                fair_share_window_s=self.settings.fair_share_window_s,
+                tenant_shares=self.settings.tenant_shares,
             ),
             spend=self.totals,
+            quota=self.stores.quota,
+            lease_rates=self.lease_rates,
         )
 
     async def announce_revoked(self, keys: Sequence[KeyRecord]) -> None:

@@ -36,6 +36,23 @@ ModelName = Annotated[
 Role = Annotated[str, Field(max_length=100), AfterValidator(_storable)]
 Reason = Annotated[str, Field(min_length=1, max_length=500), AfterValidator(_storable)]
 OnBehalfOf = Annotated[str, Field(max_length=200), AfterValidator(_storable)]
+AFFINITY_MAX = 200
+
+
+def _printable(value: str) -> str:
+    if not value.isprintable():
+        raise ValueError("must be printable characters")
+    return value
+
+
+Affinity = Annotated[
+    str,
+    Field(min_length=1, max_length=AFFINITY_MAX),
+    AfterValidator(_storable),
+    AfterValidator(_printable),
+]
+"""A session or task id a mint asks to stay with: the account that last served it is chosen
+while it is eligible and has room (docs/api.md)."""
 DispatchPart = Annotated[str, Field(max_length=ID_MAX, pattern=ID_PATTERN)]
 DecisionId = Annotated[str, Field(max_length=DECISION_ID_MAX, pattern=DECISION_ID_PATTERN)]
 
@@ -75,6 +92,7 @@ class MintBody(Strict):
     retry_of_mint_decision_id: DecisionId | None = None
     supersedes_mint_decision_id: DecisionId | None = None
     budget: BudgetBody | None = None
+    affinity: Affinity | None = None
 
 
 class RenewBody(Strict):

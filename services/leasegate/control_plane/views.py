@@ -79,6 +79,8 @@ def decision_view(decision: MintDecision, evidence: Sequence[EvidenceRow]) -> De
         authorised_by_request_id=decision.authorised_by_request_id,
         chain_id=decision.chain_id,
         budget=budget_view(decision.budget_max_tokens, decision.budget_max_cost),
+        affinity=decision.affinity,
+        affinity_hit=decision.affinity_hit,
         evidence=tuple(evidence_view(row) for row in evidence),
     )
 
@@ -100,6 +102,7 @@ def mint_view(decision: MintDecision, token: str | None, key: KeyRecord) -> Mint
         passed_over=passed_over_view(decision.passed_over),
         chain_id=key.chain_id,
         budget=budget_view(key.budget_max_tokens, key.budget_max_cost),
+        affinity_hit=decision.affinity_hit,
     )
 
 

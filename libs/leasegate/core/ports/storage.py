@@ -19,7 +19,7 @@ fails a call raises a `StoreError` (`leasegate.core.ports.errors`) instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -190,7 +190,59 @@ class LeaseStore(KeyReader, Protocol):
         """Live keys per account; every asked id is a key of the answer."""
 
 
-class MintStore(LeaseStore, DecisionReader, HopReader, Protocol):
+@dataclass(frozen=True, slots=True)
+class PoolDemand:
+    """Who holds a pool's leases and who a saturated pool turned away (fair shares,
+    docs/capacity.md)."""
+
+    held: Mapping[str, int]
+    """Live leases per tenant on the pool's accounts; tenants holding none are absent."""
+    starved: frozenset[str]
+    """Tenants refused `no-eligible-account` for the model since the window's start."""
+
+
+class PoolReader(Protocol):
+    """The two reads a mint makes about the pool beyond its accounts' health and leases."""
+
+    async def affinity_account(
+        self, tenant: str, model: str, affinity: str, since: datetime
+    ) -> str | None:
+        """The account of the newest selected decision of this tenant and requested model
+        naming `affinity`, made at or after `since`; None when there is none."""
+
+    async def pool_demand(
+        self, account_ids: Iterable[str], model: str, since: datetime, now: datetime
+    ) -> PoolDemand:
+        """Live leases per tenant on these accounts at `now`, and the tenants refused
+        `no-eligible-account` for `model` at or after `since`: one round trip."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairSpend:
+    """What the upstream of one (account, served model) was sent over a window."""
+
+    account_id: str
+    served_model: str
+    requests: int
+    """Requests that reached the upstream (rows with an upstream status)."""
+    input_tokens: int
+    output_tokens: int
+
+
+class LeaseSpendReader(Protocol):
+    """What the lease-rate meter reads (adaptive lease ceilings, docs/capacity.md)."""
+
+    async def spend_by_pair(self, since: datetime, until: datetime) -> list[PairSpend]:
+        """Evidence rows started in [since, until), summed per (account, served model)."""
+
+    async def live_leases_by_pair(
+        self, account_ids: Iterable[str], now: datetime
+    ) -> dict[tuple[str, str], int]:
+        """Live keys of these accounts per (account, served model); pairs with none are
+        absent."""
+
+
+class MintStore(LeaseStore, DecisionReader, HopReader, PoolReader, Protocol):
     """Everything mint, hops, renewal and revocation call: one `Store` implements it, and so
     does the tests' in-memory twin."""
 

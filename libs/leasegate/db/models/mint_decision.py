@@ -6,7 +6,18 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from leasegate.db.models.base import Base, Money
@@ -17,6 +28,25 @@ class MintDecisionRow(Base):
     __table_args__ = (
         # A caller's idempotency key names one decision per tenant; NULL keys never collide.
         UniqueConstraint("tenant", "idempotency_key"),
+        # A mint naming an affinity finds the account that last served it (only rows that
+        # name one are indexed, so other mints pay nothing for it).
+        Index(
+            "ix_mint_decisions_affinity",
+            "tenant",
+            "model",
+            "affinity",
+            "created_at",
+            postgresql_where=text("affinity IS NOT NULL"),
+            sqlite_where=text("affinity IS NOT NULL"),
+        ),
+        # Which tenants a saturated pool refused lately (fair shares, docs/capacity.md).
+        Index(
+            "ix_mint_decisions_starved",
+            "model",
+            "created_at",
+            postgresql_where=text("refusal_code = 'no-eligible-account'"),
+            sqlite_where=text("refusal_code = 'no-eligible-account'"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -43,3 +73,5 @@ class MintDecisionRow(Base):
     chain_id: Mapped[str | None] = mapped_column(String(64), index=True)
     budget_max_tokens: Mapped[int | None] = mapped_column(BigInteger)
     budget_max_cost: Mapped[Decimal | None] = mapped_column(Money())
+    affinity: Mapped[str | None] = mapped_column(Text)
+    affinity_hit: Mapped[bool] = mapped_column(Boolean, server_default=false())

@@ -1,0 +1,137 @@
+"""A mint's reads about its pool beyond health and lease counts: the account that last served
+an affinity, and who holds and who wants the pool's leases (fair shares); and the lease-rate
+meter's two reads (what each (account, served model) was sent, and its live leases).
+
+On Postgres each is one prepared statement on the plain asyncpg pool (`Database.pg`), one round
+trip; SQLite goes through the ORM. Both keep the contract in `tests/contract/test_mint_store.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import func, select
+
+from leasegate.core.ports.storage import PairSpend, PoolDemand
+from leasegate.db.engine import Database
+from leasegate.db.keys import is_live
+from leasegate.db.models import EvidenceRecordRow, KeyRow, MintDecisionRow
+
+STARVED_CODE = "no-eligible-account"
+
+_AFFINITY_ACCOUNT = (
+    "SELECT account_id FROM mint_decisions WHERE tenant = $1 AND model = $2 AND affinity = $3 "
+    "AND created_at >= $4 AND outcome = 'selected' ORDER BY created_at DESC, id DESC LIMIT 1"
+)
+_POOL_DEMAND = (
+    "SELECT tenant, count(*)::int AS held, false AS starved FROM keys "
+    "WHERE account_id = ANY($1::text[]) AND revoked_at IS NULL AND expires_at > $4 "
+    "GROUP BY tenant "
+    "UNION ALL SELECT DISTINCT tenant, 0, true FROM mint_decisions "
+    "WHERE refusal_code = 'no-eligible-account' AND model = $2 AND created_at >= $3"
+)
+"""The refused half reads `ix_mint_decisions_starved`, whose predicate is this `refusal_code`."""
+
+
+class PoolRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def affinity_account(
+        self, tenant: str, model: str, affinity: str, since: datetime
+    ) -> str | None:
+        if self._db.dialect == "postgresql":
+            async with self._db.pg.connection() as connection:
+                found: str | None = await connection.fetchval(
+                    _AFFINITY_ACCOUNT, tenant, model, affinity, since
+                )
+            return found
+        async with self._db.session() as session:
+            return await session.scalar(
+                select(MintDecisionRow.account_id)
+                .where(
+                    MintDecisionRow.tenant == tenant,
+                    MintDecisionRow.model == model,
+                    MintDecisionRow.affinity == affinity,
+                    MintDecisionRow.created_at >= since,
+                    MintDecisionRow.outcome == "selected",
+                )
+                .order_by(MintDecisionRow.created_at.desc(), MintDecisionRow.id.desc())
+                .limit(1)
+            )
+
+    async def pool_demand(
+        self, account_ids: Iterable[str], model: str, since: datetime, now: datetime
+    ) -> PoolDemand:
+        accounts = list(account_ids)
+        held: dict[str, int] = {}
+        starved: set[str] = set()
+        if self._db.dialect == "postgresql":
+            async with self._db.pg.connection() as connection:
+                rows = await connection.fetch(_POOL_DEMAND, accounts, model, since, now)
+            for tenant, count, refused in rows:
+                if refused:
+                    starved.add(tenant)
+                else:
+                    held[tenant] = count
+            return PoolDemand(held, frozenset(starved))
+        async with self._db.session() as session:
+            if accounts:
+                counted = await session.execute(
+                    select(KeyRow.tenant, func.count())
+                    .where(KeyRow.account_id.in_(accounts), is_live(now))
+                    .group_by(KeyRow.tenant)
+                )
+                held = {tenant: count for tenant, count in counted}
+            refused = await session.scalars(
+                select(MintDecisionRow.tenant)
+                .where(
+                    MintDecisionRow.refusal_code == STARVED_CODE,
+                    MintDecisionRow.model == model,
+                    MintDecisionRow.created_at >= since,
+                )
+                .distinct()
+            )
+            starved = set(refused)
+        return PoolDemand(held, frozenset(starved))
+
+    async def spend_by_pair(self, since: datetime, until: datetime) -> list[PairSpend]:
+        row = EvidenceRecordRow
+        async with self._db.session() as session:
+            found = await session.execute(
+                select(
+                    row.account_id,
+                    row.served_model,
+                    func.count(row.upstream_status),
+                    func.coalesce(func.sum(row.input_tokens), 0),
+                    func.coalesce(func.sum(row.output_tokens), 0),
+                )
+                .where(
+                    row.started_at >= since,
+                    row.started_at < until,
+                    row.account_id.is_not(None),
+                    row.served_model.is_not(None),
+                )
+                .group_by(row.account_id, row.served_model)
+            )
+            return [
+                PairSpend(
+                    str(account), str(model), int(requests), int(inputs or 0), int(outputs or 0)
+                )
+                for account, model, requests, inputs, outputs in found
+            ]
+
+    async def live_leases_by_pair(
+        self, account_ids: Iterable[str], now: datetime
+    ) -> dict[tuple[str, str], int]:
+        accounts = list(account_ids)
+        if not accounts:
+            return {}
+        async with self._db.session() as session:
+            found = await session.execute(
+                select(KeyRow.account_id, KeyRow.served_model, func.count())
+                .where(KeyRow.account_id.in_(accounts), is_live(now))
+                .group_by(KeyRow.account_id, KeyRow.served_model)
+            )
+            return {(account, model): count for account, model, count in found}

@@ -1,0 +1,139 @@
+"""Adaptive lease ceilings: how many live leases an (account, served model)'s learned quota
+sustains, from what one live lease actually spends per second. Pure: no I/O, no clock.
+
+A bucket refills at `refill_rate` per second (its limit over its window, or the provider's own
+linear refill to its reset). A live lease spends, on average, `LeaseRate` per second (requests
+and input/output tokens, measured from evidence and smoothed: `smoothed`). So
+
+    sustained leases = floor(min over the quota's dimensions of refill_rate / per-lease spend)
+
+and never below 1 (an account with a quota always admits one lease: the proxy still refuses
+what the bucket cannot take). A new lease fits an (account, model) when the bucket has room for
+one more request now and the live leases are below what it sustains (`quota_room`); the
+operator's `lease_capacity`, when set, is an upper bound (`effective_ceiling`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
+
+LEASE_TURNOVER_S = 1.0
+"""When room is expected on an account at its sustained ceiling: as soon as any lease ends."""
+DEFAULT_ALPHA = 0.3
+"""The weight of each new sample in the moving average."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRate:
+    """What one live lease spends per second, on average."""
+
+    requests_per_s: float
+    input_tokens_per_s: float
+    output_tokens_per_s: float
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.input_tokens_per_s + self.output_tokens_per_s
+
+    def spend(self, dimension: QuotaDimension) -> float:
+        if dimension == "requests":
+            return self.requests_per_s
+        if dimension == "input-tokens":
+            return self.input_tokens_per_s
+        if dimension == "output-tokens":
+            return self.output_tokens_per_s
+        return self.tokens_per_s
+
+    def per_request(self) -> tuple[int, int, int]:
+        """(tokens, input tokens, output tokens) one request spends on average, each at
+        least 1."""
+        if self.requests_per_s <= 0:
+            return 1, 1, 1
+        each = (self.tokens_per_s, self.input_tokens_per_s, self.output_tokens_per_s)
+        tokens, inputs, outputs = (max(1, math.ceil(t / self.requests_per_s)) for t in each)
+        return tokens, inputs, outputs
+
+
+def sampled(
+    requests: int, input_tokens: int, output_tokens: int, lease_seconds: float
+) -> LeaseRate | None:
+    """One measurement: what was spent over `lease_seconds` of live leases (leases x seconds);
+    None when no lease was live (nothing to divide by)."""
+    if lease_seconds <= 0:
+        return None
+    return LeaseRate(
+        requests / lease_seconds, input_tokens / lease_seconds, output_tokens / lease_seconds
+    )
+
+
+def smoothed(
+    previous: LeaseRate | None, sample: LeaseRate, alpha: float = DEFAULT_ALPHA
+) -> LeaseRate:
+    """The exponentially weighted moving average: `alpha` of the sample, the rest of before."""
+    if previous is None:
+        return sample
+    keep = 1.0 - alpha
+    return LeaseRate(
+        keep * previous.requests_per_s + alpha * sample.requests_per_s,
+        keep * previous.input_tokens_per_s + alpha * sample.input_tokens_per_s,
+        keep * previous.output_tokens_per_s + alpha * sample.output_tokens_per_s,
+    )
+
+
+def refill_rate(bucket: Bucket, observed_at: float) -> float | None:
+    """Units per second the bucket refills at; None when its limit or timing is unknown."""
+    if bucket.limit is None:
+        return None
+    if bucket.window_s:
+        return bucket.limit / bucket.window_s
+    if bucket.reset_at is not None and bucket.remaining is not None:
+        span = bucket.reset_at - observed_at
+        if span > 0 and bucket.limit > bucket.remaining:
+            return (bucket.limit - bucket.remaining) / span
+    return None
+
+
+def sustained_leases(quota: Quota, rate: LeaseRate | None) -> int | None:
+    """How many live leases the quota's refill sustains at `rate` each; None when nothing
+    known bounds it (no rate measured, or no dimension with both a refill and a spend)."""
+    if rate is None:
+        return None
+    ceilings: list[float] = []
+    for dimension, bucket in quota.buckets.items():
+        refill = refill_rate(bucket, quota.observed_at)
+        spend = rate.spend(dimension)
+        if refill is not None and spend > 0:
+            ceilings.append(refill / spend)
+    if not ceilings:
+        return None
+    return max(1, math.floor(min(ceilings)))
+
+
+def effective_ceiling(
+    quota: Quota | None, rate: LeaseRate | None, lease_capacity: int | None
+) -> int | None:
+    """The account's lease ceiling for this model: what the quota sustains, bounded by the
+    operator's `lease_capacity`; None when neither bounds it."""
+    sustained = sustained_leases(quota, rate) if quota is not None else None
+    if sustained is None:
+        return lease_capacity
+    return sustained if lease_capacity is None else min(sustained, lease_capacity)
+
+
+def quota_room(quota: Quota | None, rate: LeaseRate | None, live: int, now: float) -> float | None:
+    """None when one more lease fits the quota now; else epoch seconds when room is expected:
+    when the bucket holds one average request again, or (at the sustained ceiling) in
+    `LEASE_TURNOVER_S`. No quota known: room."""
+    if quota is None:
+        return None
+    tokens, inputs, outputs = rate.per_request() if rate is not None else (1, 1, 1)
+    empty_until = quota.room_at(1, tokens, now, input_tokens=inputs, output_tokens=outputs)
+    if empty_until is not None:
+        return empty_until
+    sustained = sustained_leases(quota, rate)
+    if sustained is not None and live >= sustained:
+        return now + LEASE_TURNOVER_S
+    return None

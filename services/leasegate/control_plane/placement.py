@@ -1,0 +1,90 @@
+"""Where a mint goes besides the pool's order: a session's affinity, and fair shares.
+
+- **Affinity.** A fresh mint naming an `affinity` goes to the account that last served it for
+  this tenant and requested model (a selected decision within `affinity_ttl_s`), while that
+  account passes every selection filter, room included; otherwise the usual ordered walk.
+  The map lives in `mint_decisions` itself (the decision records its affinity, which the mint
+  commit writes anyway): one indexed read for a mint that names one, no write of its own, the
+  same answer on every replica and after any restart, and its TTL is the decision's age.
+- **Fair shares.** Once this control plane has itself refused *another* tenant a mint for
+  the model `no-eligible-account` within the window (`Saturation`: the pool was full lately
+  for someone else), a selected mint reads every candidate's facts and, when every account
+  of the pool has a ceiling (the operator's or its quota's), asks the store who holds the
+  pool's leases and whom a full pool turned away lately, on any replica (`PoolDemand`, one
+  round trip); `capacity.fair_share.must_yield` decides. A tenant that must yield is refused
+  `tenant-fair-share-exceeded` (held, retry in 1 s): the gateway never waits. A pool that was
+  not full lately, or full only for this tenant, costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from leasegate.accounts import Candidate
+from leasegate.capacity.fair_share import must_yield
+from leasegate.control_plane.decision import Start
+from leasegate.control_plane.deps import LazyFacts, MintDeps
+from leasegate.control_plane.schemas import MintBody
+from leasegate.core.errors import GatewayError
+from leasegate.routing.selection import Facts
+
+FAIR_SHARE_RETRY_S = 1.0
+"""A lease frees when any key of the pool ends: worth a short wait."""
+
+
+async def affinity_candidate(
+    deps: MintDeps, body: MintBody, start: Start, candidates: Sequence[Candidate]
+) -> Candidate | None:
+    """The pool's candidate that last served the mint's affinity within the TTL, if any.
+    Only a fresh mint follows its affinity: a hop walks on from the account it left."""
+    if body.affinity is None or start.kind != "fresh":
+        return None
+    since = deps.clock.now() - timedelta(seconds=deps.limits.affinity_ttl_s)
+    account_id = await deps.store.affinity_account(body.tenant, body.model, body.affinity, since)
+    if account_id is None:
+        return None
+    return next((c for c in candidates if c.account.id == account_id), None)
+
+
+def pool_capacity(candidates: Sequence[Candidate], facts: Facts) -> int | None:
+    """The leases the pool can hold now: the effective ceilings (the operator's, or its
+    quota's when lower) of its accounts that an operator has not taken out; None when any
+    account has none (the pool never fills)."""
+    total = 0
+    for candidate in candidates:
+        capacity = facts.ceiling(candidate)
+        if capacity is None:
+            return None
+        account = candidate.account
+        state = facts.admin_states.get(account.id, "enabled")
+        if account.configured and state == "enabled":
+            total += capacity
+    return total
+
+
+async def fair_share_refusal(
+    deps: MintDeps, body: MintBody, candidates: Sequence[Candidate], live: LazyFacts, now: datetime
+) -> GatewayError | None:
+    """`tenant-fair-share-exceeded` when this tenant's next lease would come out of the share
+    of a tenant the full pool turned away lately; None otherwise (and always, with no read,
+    for a pool this control plane has not found full lately or one without ceilings)."""
+    window_s = deps.limits.fair_share_window_s
+    if not deps.saturation.others_lately(body.model, body.tenant, now.timestamp(), window_s):
+        return None
+    await live.read_all()
+    capacity = pool_capacity(candidates, live.facts)
+    if capacity is None:
+        return None
+    since = now - timedelta(seconds=window_s)
+    accounts = [c.account.id for c in candidates]
+    demand = await deps.store.pool_demand(accounts, body.model, since, now)
+    if not must_yield(
+        body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares
+    ):
+        return None
+    return GatewayError(
+        "tenant-fair-share-exceeded",
+        "this tenant holds its share of a full pool while another waits: retry shortly",
+        retry_after_s=FAIR_SHARE_RETRY_S,
+    )

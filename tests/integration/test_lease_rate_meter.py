@@ -1,0 +1,67 @@
+"""The lease-rate meter over the real store (SQLite and Postgres): what the evidence rows of an
+interval sent to each (account, served model), over its lease-seconds, smoothed; and the two
+reads it makes, on both databases."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from leasegate.control_plane.lease_rates import LeaseRateMeter
+from leasegate.core.ports.storage import PairSpend
+from leasegate.db import Store
+from leasegate.routing.lease_ceiling import LeaseRate
+from tests.fixtures.control import StepClock, terminal_row
+from tests.fixtures.storage import T0, minted
+
+SERVED = "gpt-4o-2024-08-06"
+
+
+async def commit_leases(store: Store, account_id: str, count: int) -> None:
+    for _ in range(count):
+        decision, key = minted(account_id=account_id)
+        await store.commit_mint(decision, key, lease_capacity=None, now=T0)
+
+
+async def spend(store: Store, account_id: str, seconds: list[float], tokens: int) -> None:
+    decision, _ = minted(account_id=account_id)
+    rows = [
+        replace(
+            terminal_row(decision, f"req-{account_id}-{n}"),
+            started_at=T0 + timedelta(seconds=at),
+            upstream_status=200,
+            outcome="success",
+            input_tokens=tokens // 2,
+            output_tokens=tokens - tokens // 2,
+        )
+        for n, at in enumerate(seconds)
+    ]
+    await store.write_evidence(rows)
+
+
+async def test_the_two_reads_sum_the_window_and_count_live_leases_by_pair(store: Store) -> None:
+    await commit_leases(store, "a", 2)
+    await commit_leases(store, "b", 1)
+    await spend(store, "a", [0.5, 1.0, 9.9, 10.0], tokens=1_000)  # the last one is past
+    assert await store.spend_by_pair(T0, T0 + timedelta(seconds=10)) == [
+        PairSpend("a", SERVED, 3, 1_500, 1_500)
+    ]
+    leases = await store.live_leases_by_pair(["a", "b", "c"], T0)
+    assert leases == {("a", SERVED): 2, ("b", SERVED): 1}
+    assert await store.live_leases_by_pair([], T0) == {}
+
+
+async def test_the_meter_learns_what_one_lease_spends(store: Store) -> None:
+    clock = StepClock(T0)
+    await commit_leases(store, "a", 2)
+    meter = LeaseRateMeter(store, ["a", "b"], clock, every_s=10.0, alpha=0.5)
+    await meter.run_once()  # counts the live leases: nothing measured yet
+    assert meter.current() == {}
+    # two leases, 10 s: 20 lease-seconds; 10 requests of 1,000 tokens
+    await spend(store, "a", [float(n) for n in range(10)], tokens=1_000)
+    clock.advance(10)
+    await meter.run_once()
+    assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
+    clock.advance(10)  # an idle interval: the average halves toward zero
+    await meter.run_once()
+    assert meter.current() == {("a", SERVED): LeaseRate(0.25, 125.0, 125.0)}

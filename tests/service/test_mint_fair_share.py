@@ -1,0 +1,157 @@
+"""Fair shares of a full pool: a tenant holding its share yields the next free lease to a
+tenant the full pool turned away, so one tenant's flood never starves another. In-memory
+twins (the store's pool read has its own contract on both databases)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from leasegate.accounts import DeclaredLimits
+from leasegate.control_plane import keys
+from leasegate.control_plane.deps import Limits
+from leasegate.control_plane.mint import mint
+from leasegate.core.errors import GatewayError
+from leasegate.routing.lease_ceiling import LeaseRate
+from tests.fixtures.control import SERVED, Control, FixedRates, account, body, control
+
+BIG, SMALL = "big", "small"
+
+
+def pool(a: int = 2, b: int = 2) -> Control:
+    return control(account("a", lease_capacity=a), account("b", lease_capacity=b))
+
+
+async def attempt(c: Control, tenant: str, dispatch_id: str) -> str:
+    """The mint's answer: the account, or the refusal's code."""
+    try:
+        minted = await mint(c.deps, body(dispatch_id, tenant=tenant))
+    except GatewayError as refused:
+        return refused.code
+    return minted.view.account_id
+
+
+def held(c: Control, tenant: str) -> list[str]:
+    live = (k for k in c.store.keys.values() if k.state(c.clock.at) == "live")
+    return [k.key_id for k in live if k.tenant == tenant]
+
+
+async def test_a_tenant_over_its_share_yields_the_freed_lease_to_a_starved_one() -> None:
+    c = pool()
+    for n in range(4):
+        assert await attempt(c, BIG, f"b{n}") in ("a", "b")
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"  # the pool is full
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    with pytest.raises(GatewayError) as caught:
+        await mint(c.deps, body("b4", tenant=BIG))
+    assert caught.value.code == "tenant-fair-share-exceeded"
+    assert (caught.value.status, caught.value.retry_after_s) == (429, 1.0)
+    assert await attempt(c, SMALL, "s1") in ("a", "b")  # the freed lease went to small
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b5") == "tenant-fair-share-exceeded"  # small: 1 of its 2
+    assert await attempt(c, SMALL, "s2") in ("a", "b")
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    # small holds its share now: big takes the freed lease
+    assert await attempt(c, BIG, "b6") in ("a", "b")
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (2, 2)
+
+
+async def test_without_a_starved_tenant_the_pool_is_first_come_first_served() -> None:
+    c = pool()
+    for n in range(4):
+        assert await attempt(c, BIG, f"b{n}") in ("a", "b")
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b4") in ("a", "b")
+
+
+async def test_a_starved_tenant_counts_only_within_the_window() -> None:
+    c = pool()
+    for n in range(4):
+        await attempt(c, BIG, f"b{n}")
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    c.clock.advance(3.5)  # LEASEGATE_FAIR_SHARE_WINDOW_S: 3 s by default
+    assert await attempt(c, BIG, "b4") in ("a", "b")
+
+
+async def test_a_pool_with_an_account_without_ceiling_never_refuses_for_fairness() -> None:
+    c = control(account("a", lease_capacity=1), account("b"))
+    assert await attempt(c, BIG, "b0") == "a"
+    first = c.store.decisions["md_000001"]
+    c.store.decisions["starved"] = replace(
+        first, id="starved", tenant=SMALL, outcome="refused", refusal_code="no-eligible-account"
+    )
+    c.deps.saturation.refused("gpt-4o", SMALL, c.clock.at.timestamp(), 10.0)
+    assert await attempt(c, BIG, "b1") == "b"
+    assert c.store.pool_reads == 0  # a pool that never fills is never shared out
+
+
+async def test_a_pool_not_found_full_lately_for_another_tenant_costs_no_read() -> None:
+    c = pool()
+    for n in range(5):
+        await attempt(c, BIG, f"b{n}")  # the fifth is refused: full for big alone
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b5") in ("a", "b")
+    assert c.store.pool_reads == 0
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b6") == "tenant-fair-share-exceeded"
+    assert c.store.pool_reads == 1
+
+
+async def test_a_pool_bounded_by_its_quotas_alone_is_shared_out_too() -> None:
+    """No `lease_capacity` anywhere: rpm 120 / tpm 120,000 sustain two leases of one
+    1,000-token request a second on each account, four in the pool."""
+    declared = {SERVED: DeclaredLimits(rpm=120, tpm=120_000)}
+    c = control(replace(account("a"), limits=declared), replace(account("b"), limits=declared))
+    rate = LeaseRate(1.0, 800.0, 200.0)
+    rates = {("a", SERVED): rate, ("b", SERVED): rate}
+    c.deps = replace(c.deps, lease_rates=FixedRates(rates))
+    for n in range(4):
+        assert await attempt(c, BIG, f"b{n}") in ("a", "b")
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b4") == "tenant-fair-share-exceeded"
+    assert await attempt(c, SMALL, "s1") in ("a", "b")
+
+
+async def test_weights_set_the_shares() -> None:
+    c = pool(a=3, b=3)
+    c.deps = replace(c.deps, limits=Limits(900, 86400, 1, tenant_shares={SMALL: 2.0}))
+    for n in range(6):
+        await attempt(c, BIG, f"b{n}")
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    for n in range(6):  # big's keys end one by one; both ask each time, big first
+        await keys.revoke(c.deps, held(c, BIG)[0])
+        await attempt(c, BIG, f"b{n + 6}")
+        await attempt(c, SMALL, f"s{n + 1}")
+    assert (len(held(c, SMALL)), len(held(c, BIG))) == (4, 2)  # two thirds and one third
+
+
+async def test_a_flood_from_one_tenant_leaves_the_other_its_share() -> None:
+    """Big keeps 20 workers minting every second and each lease lives 3 s; small has 3
+    workers. Without fair shares big, asking first, wins nearly every freed lease."""
+    c = pool()
+    ends: dict[str, float] = {}
+    small_held: list[int] = []
+    for _ in range(60):
+        now = c.clock.at.timestamp()
+        for key_id, end in list(ends.items()):
+            if end <= now:
+                await keys.revoke(c.deps, key_id)
+                del ends[key_id]
+        for tenant, workers in ((BIG, 20), (SMALL, 3)):
+            for w in range(workers):
+                dispatch = f"{tenant}-{w}"
+                if any(c.store.keys[k].dispatch_id == dispatch for k in ends):
+                    continue  # this worker holds a lease
+                try:
+                    minted = await mint(c.deps, body(dispatch, tenant=tenant))
+                except GatewayError:
+                    continue
+                ends[minted.view.key_id] = now + 3
+        small_held.append(len(held(c, SMALL)))
+        c.clock.advance(1)
+    steady = small_held[10:]
+    assert min(steady) >= 2  # its equal share of four leases, every second after warm-up

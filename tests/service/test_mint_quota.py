@@ -1,0 +1,140 @@
+"""Adaptive lease ceilings in the mint: an (account, served model) whose learned quota has no
+room now, or whose live leases already spend what its quota refills, is passed over as
+`quota-exhausted` (model scope, with when room is expected); the pool keeps its order, and the
+operator's `lease_capacity` stays an upper bound. In-memory twins: the in-process quota store
+and a fixed per-lease spend."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from leasegate.accounts import DeclaredLimits
+from leasegate.control_plane.mint import mint
+from leasegate.core.errors import GatewayError
+from leasegate.core.ports.quota import Bucket, Quota
+from leasegate.kv.quota_memory import InProcessQuotaStore
+from leasegate.routing.lease_ceiling import LeaseRate
+from tests.fixtures.control import (
+    SERVED,
+    T0,
+    Control,
+    FixedRates,
+    account,
+    body,
+    control,
+    last_decision,
+    skipped,
+)
+
+NOW = T0.timestamp()
+ONE_LEASE = LeaseRate(requests_per_s=1.0, input_tokens_per_s=800.0, output_tokens_per_s=200.0)
+"""A live lease sends a request of 1,000 tokens a second."""
+
+
+def sustaining(account_id: str, leases: int) -> Quota:
+    """A declared quota that refills what `leases` leases of ONE_LEASE spend, full now."""
+    requests, tokens = 60 * leases, 60_000 * leases
+    return Quota(
+        account_id,
+        SERVED,
+        {
+            "requests": Bucket(requests, requests, None, 60.0),
+            "tokens": Bucket(tokens, tokens, None, 60.0),
+        },
+        "declared",
+        NOW,
+    )
+
+
+async def with_quotas(c: Control, *quotas: Quota, rated: bool = True) -> Control:
+    store = InProcessQuotaStore()
+    await store.learn(list(quotas), NOW)
+    rates = FixedRates({(q.account_id, q.model): ONE_LEASE for q in quotas} if rated else {})
+    c.deps = replace(c.deps, quota=store, lease_rates=rates)
+    return c
+
+
+async def test_an_empty_bucket_is_passed_over_until_it_refills() -> None:
+    empty = Quota("a", SERVED, {"requests": Bucket(60, 0, NOW + 30)}, "headers", NOW)
+    c = await with_quotas(control(account("a"), account("b")), empty)
+    await mint(c.deps, body("d1"))
+    assert (last_decision(c).account_id, skipped(last_decision(c))) == (
+        "b",
+        [("a", "quota-exhausted")],
+    )
+    c.clock.advance(0.5)  # 60 requests over 30 s: one is back after half a second
+    await mint(c.deps, body("d2"))
+    assert last_decision(c).account_id == "a"
+
+
+async def test_nobody_with_room_is_a_model_scope_refusal_naming_when_room_comes() -> None:
+    quotas = [
+        Quota("a", SERVED, {"requests": Bucket(60, 0, NOW + 30)}, "headers", NOW),  # 0.5 s
+        Quota("b", SERVED, {"tokens": Bucket(None, 0, NOW + 4)}, "headers", NOW),  # 4 s
+    ]
+    c = await with_quotas(control(account("a"), account("b")), *quotas, rated=False)
+    with pytest.raises(GatewayError) as caught:
+        await mint(c.deps, body())
+    refusal = caught.value
+    assert refusal.code == "no-eligible-account"
+    assert [(p.account_id, p.code) for p in refusal.passed_over] == [
+        ("a", "quota-exhausted"),
+        ("b", "quota-exhausted"),
+    ]
+    assert refusal.cooldown_scope == "model"
+    assert refusal.retry_after_s == pytest.approx(0.5)
+
+
+async def test_accounts_fill_in_pool_order_up_to_what_their_quota_sustains() -> None:
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 2), sustaining("b", 3)
+    )
+    placed = []
+    for n in range(5):
+        placed.append((await mint(c.deps, body(f"d{n}"))).view.account_id)
+    assert placed == ["a", "a", "b", "b", "b"]
+    assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
+    with pytest.raises(GatewayError) as caught:
+        await mint(c.deps, body("d5"))
+    assert caught.value.retry_after_s == pytest.approx(1.0)  # when a lease turns over
+    assert caught.value.cooldown_scope == "model"
+
+
+async def test_the_operators_lease_capacity_stays_an_upper_bound() -> None:
+    c = await with_quotas(control(account("a", lease_capacity=1), account("b")), sustaining("a", 5))
+    await mint(c.deps, body("d1"))
+    await mint(c.deps, body("d2"))
+    assert (last_decision(c).account_id, skipped(last_decision(c))) == (
+        "b",
+        [("a", "lease-capacity-exhausted")],
+    )
+
+
+async def test_a_quota_without_a_measured_spend_bounds_only_by_what_remains_now() -> None:
+    c = await with_quotas(control(account("a"), account("b")), sustaining("a", 1), rated=False)
+    for n in range(4):
+        await mint(c.deps, body(f"d{n}"))
+        assert last_decision(c).account_id == "a"
+
+
+async def test_the_reservation_holds_the_quota_ceiling_under_its_lock() -> None:
+    """Selection's count is advisory: a mint that read stale counts still cannot commit past
+    the quota's ceiling, and records the pass-over as `quota-exhausted`."""
+    c = await with_quotas(control(account("a"), account("b")), sustaining("a", 1))
+    first, second = await asyncio.gather(mint(c.deps, body("d1")), mint(c.deps, body("d2")))
+    assert sorted([first.view.account_id, second.view.account_id]) == ["a", "b"]
+    onto_b = next(d for d in c.store.decisions.values() if d.account_id == "b")
+    assert skipped(onto_b) == [("a", "quota-exhausted")]
+
+
+async def test_declared_limits_bound_an_account_nothing_was_learned_of() -> None:
+    """rpm 120 and tpm 120,000 sustain two leases of one 1,000-token request a second."""
+    limited = replace(account("a"), limits={SERVED: DeclaredLimits(rpm=120, tpm=120_000)})
+    c = control(limited, account("b"))
+    c.deps = replace(c.deps, lease_rates=FixedRates({("a", SERVED): ONE_LEASE}))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "a", "b"]
+    assert skipped(last_decision(c)) == [("a", "quota-exhausted")]

@@ -1,0 +1,187 @@
+"""The adaptive lease ceiling's arithmetic (`routing.lease_ceiling`), property-tested under a
+simulated clock: the ceiling is what the quota's refill sustains at the measured per-lease
+spend (that many leases never drain the bucket, one more does), the time it names for room is
+when room comes, the operator's ceiling bounds it, and the moving average follows its
+samples."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
+from leasegate.routing.lease_ceiling import (
+    LeaseRate,
+    effective_ceiling,
+    quota_room,
+    sampled,
+    smoothed,
+    sustained_leases,
+)
+
+T0 = 1_000.0
+WINDOW_S = 10.0
+
+
+def declared(requests: int, tokens: int, observed_at: float = T0) -> Quota:
+    """A quota of `requests` and `tokens` per WINDOW_S, full at `observed_at`."""
+    return Quota(
+        "a",
+        "m",
+        {
+            "requests": Bucket(requests, requests, None, WINDOW_S),
+            "tokens": Bucket(tokens, tokens, None, WINDOW_S),
+        },
+        "declared",
+        observed_at,
+    )
+
+
+def drains(quota: Quota, leases: int, rate: LeaseRate, horizon_s: float) -> bool:
+    """Whether `leases` live leases, each spending `rate` continuously, empty a bucket of the
+    quota (refilled continuously, full at the start) within `horizon_s`: a simulated clock."""
+    level = {d: float(b.limit or 0) for d, b in quota.buckets.items()}
+    dt, now = 0.05, 0.0
+    while now < horizon_s:
+        now += dt
+        for dimension, bucket in quota.buckets.items():
+            limit = float(bucket.limit or 0)
+            refill = limit / WINDOW_S
+            level[dimension] = min(
+                limit, level[dimension] + (refill - leases * rate.spend(dimension)) * dt
+            )
+            if level[dimension] < 0:
+                return True
+    return False
+
+
+requests_limits = st.integers(5, 600)
+token_limits = st.integers(1_000, 200_000)
+rates = st.builds(
+    LeaseRate,
+    st.floats(0.01, 5.0),
+    st.floats(1.0, 5_000.0),
+    st.floats(1.0, 2_000.0),
+)
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    requests_limits,
+    token_limits,
+    st.integers(1, 8),
+    st.floats(0.01, 0.7),
+    st.floats(1.0, 3.0),
+    st.booleans(),
+)
+def test_the_sustained_leases_never_drain_the_quota_and_one_more_does(
+    requests: int, tokens: int, leases: int, fraction: float, slack: float, tokens_bind: bool
+) -> None:
+    """One dimension binds at `leases + fraction` leases, the other has `slack` times more."""
+    binding, other = (leases + fraction, (leases + fraction) * slack)
+    per_lease_requests = requests / WINDOW_S / (other if tokens_bind else binding)
+    per_lease_tokens = tokens / WINDOW_S / (binding if tokens_bind else other)
+    rate = LeaseRate(per_lease_requests, per_lease_tokens / 4, per_lease_tokens * 3 / 4)
+    quota = declared(requests, tokens)
+    ceiling = sustained_leases(quota, rate)
+    assert ceiling == leases
+    limits: dict[QuotaDimension, int] = {"requests": requests, "tokens": tokens}
+    # one lease more: the time the first bucket it overdraws takes to empty
+    drain_s = min(
+        limits[d] / ((ceiling + 1) * rate.spend(d) - limits[d] / WINDOW_S)
+        for d in limits
+        if (ceiling + 1) * rate.spend(d) > limits[d] / WINDOW_S
+    )
+    assert not drains(quota, ceiling, rate, horizon_s=2 * drain_s + WINDOW_S)
+    assert drains(quota, ceiling + 1, rate, horizon_s=drain_s + 1)
+
+
+@given(requests_limits, token_limits, rates, st.floats(1.01, 10))
+def test_a_lease_that_spends_more_never_raises_the_ceiling(
+    requests: int, tokens: int, rate: LeaseRate, factor: float
+) -> None:
+    quota = declared(requests, tokens)
+    hungrier = LeaseRate(
+        rate.requests_per_s * factor,
+        rate.input_tokens_per_s * factor,
+        rate.output_tokens_per_s * factor,
+    )
+    assert (sustained_leases(quota, hungrier) or 0) <= (sustained_leases(quota, rate) or 0)
+
+
+@given(requests_limits, token_limits, rates, st.one_of(st.none(), st.integers(1, 50)))
+def test_the_operators_ceiling_bounds_the_adaptive_one(
+    requests: int, tokens: int, rate: LeaseRate, capacity: int | None
+) -> None:
+    quota = declared(requests, tokens)
+    ceiling = effective_ceiling(quota, rate, capacity)
+    sustained = sustained_leases(quota, rate)
+    assert ceiling is not None
+    if capacity is not None:
+        assert ceiling <= capacity
+    assert ceiling <= (sustained or ceiling)
+    assert effective_ceiling(None, rate, capacity) == capacity
+    assert effective_ceiling(quota, None, capacity) == capacity
+
+
+@given(
+    st.integers(1, 1000),
+    st.floats(0.5, 120),
+    st.integers(0, 20),
+    st.floats(0, 100),
+)
+def test_an_empty_bucket_names_the_moment_room_comes(
+    limit: int, reset_in: float, live: int, wait: float
+) -> None:
+    """Under a simulated clock: no room before the named moment, room from it on."""
+    quota = Quota("a", "m", {"requests": Bucket(limit, 0, T0 + reset_in)}, "headers", T0)
+    when = quota_room(quota, None, live, T0)
+    assert when is not None
+    assert T0 < when <= T0 + reset_in
+    assert quota_room(quota, None, live, when + 1e-6) is None  # float rounding aside
+    earlier = T0 + (when - T0) * min(wait, 99) / 100
+    if earlier < when - 1e-6:
+        assert quota_room(quota, None, live, earlier) is not None
+
+
+def test_at_the_sustained_ceiling_room_is_expected_when_a_lease_turns_over() -> None:
+    quota = declared(60, 60_000)  # 6 requests, 6,000 tokens a second
+    rate = LeaseRate(1.0, 500.0, 500.0)  # a lease: one request, 1,000 tokens a second
+    assert sustained_leases(quota, rate) == 6
+    assert quota_room(quota, rate, 5, T0) is None
+    assert quota_room(quota, rate, 6, T0) == T0 + 1.0
+    assert quota_room(None, rate, 1_000, T0) is None  # nothing learned: room
+
+
+def test_nothing_measured_or_no_limit_known_bounds_nothing() -> None:
+    assert sustained_leases(declared(60, 60_000), None) is None
+    unknown = Quota("a", "m", {"requests": Bucket(None, 5, None)}, "headers", T0)
+    assert sustained_leases(unknown, LeaseRate(1, 1, 1)) is None
+
+
+@given(st.lists(rates, min_size=1, max_size=30), st.floats(0.05, 1.0))
+def test_the_moving_average_stays_within_its_samples(
+    samples: list[LeaseRate], alpha: float
+) -> None:
+    average: LeaseRate | None = None
+    for sample in samples:
+        average = smoothed(average, sample, alpha)
+    assert average is not None
+    low = min(s.requests_per_s for s in samples)
+    high = max(s.requests_per_s for s in samples)
+    assert low - 1e-9 <= average.requests_per_s <= high + 1e-9
+
+
+@given(rates, st.floats(0.05, 1.0))
+def test_a_steady_spend_is_learned(rate: LeaseRate, alpha: float) -> None:
+    average = smoothed(None, LeaseRate(0, 0, 0), alpha)
+    for _ in range(200):
+        average = smoothed(average, rate, alpha)
+    assert math.isclose(average.requests_per_s, rate.requests_per_s, rel_tol=1e-3)
+
+
+def test_a_sample_is_the_spend_over_the_lease_seconds() -> None:
+    assert sampled(20, 4_000, 1_000, 10.0) == LeaseRate(2.0, 400.0, 100.0)
+    assert sampled(5, 5, 5, 0.0) is None  # no lease was live
