@@ -153,6 +153,13 @@ def main() -> int:
         f"{'in the accounts file' if declared else 'not accepted by this gateway: left out'}"
     )
     print(table(runs))
+    for name, run in runs.items():
+        print(
+            f"{name}: tasks {run['tasks']}; hops {run['hops']}; failed calls "
+            f"{run['failed_calls']} (Retry-After p50/p99 "
+            f"{run['failed_calls_retry_after_p50_p99_s']}); dispatch ends "
+            f"{run['dispatch_ends']}; mint refusals {run['mint_refusals']}"
+        )
     meta = {
         "command": "python -m bench.fleet " + " ".join(sys.argv[1:]),
         "revision": _revision(),

@@ -69,7 +69,9 @@ class Records:
     tasks: Counter[str] = field(default_factory=Counter)
     hops: int = 0
     failures: Counter[str] = field(default_factory=Counter)
-    """Failed proxied calls: `gateway <code>` or `upstream <status>`."""
+    """Failed proxied calls: `gateway <code> <status>` or `upstream <status>`."""
+    retry_after: dict[str, list[float]] = field(default_factory=dict)
+    """The same key -> every `Retry-After` (or envelope `retry_after_s`) they carried."""
     mint_refusals: Counter[str] = field(default_factory=Counter)
 
 
@@ -170,7 +172,10 @@ class Fleet:
                     await post_json(self.http, proxy_url, key, path, body)
                 except ProxyFailure as failure:
                     origin = f"gateway {failure.code}" if failure.gateway else "upstream"
-                    records.failures[f"{origin} {failure.status}"] += 1
+                    label = f"{origin} {failure.status}"
+                    records.failures[label] += 1
+                    if failure.retry_after_s is not None:
+                        records.retry_after.setdefault(label, []).append(failure.retry_after_s)
                     raise
                 records.turns.append(
                     TurnDone(

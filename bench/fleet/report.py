@@ -42,6 +42,10 @@ def figures(
         "dispatch_ends": dict(records.ended),
         "hops": records.hops,
         "failed_calls": dict(records.failures),
+        "failed_calls_retry_after_p50_p99_s": {
+            label: [_round(percentile(waits, 50)), _round(percentile(waits, 99))]
+            for label, waits in records.retry_after.items()
+        },
         "mint_refusals": dict(records.mint_refusals),
         "turn_p50_s": _round(percentile(times, 50)),
         "turn_p99_s": _round(percentile(times, 99)),
