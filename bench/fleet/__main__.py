@@ -1,4 +1,5 @@
-"""`python -m bench.fleet [--seconds 60] [--only under,saturated]`: the fleet benchmark.
+"""`python -m bench.fleet [--seconds 60] [--only under,saturated] [--env LEASEGATE_X=V ...]
+[--out PATH]`: the fleet benchmark.
 
 For each fleet (under quota: 0.7 x the pool's theoretical maximum; saturated: 1.3 x), a fresh
 stack (`bench.fleet.stack`: the mock, Postgres, Redis, a control plane and a proxy), the
