@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 DEMO_PORT ?= 8090
 
-.PHONY: run test lint bench install services clean
+.PHONY: run test lint bench bench-fleet install services clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ run: install
 
 bench: install services
 	$(BIN)/python -m bench.run
+
+# A fleet of agent-like workers against a provider-fidelity mock (token buckets, rate-limit
+# headers); ~3 minutes; not part of `make test` (docs/performance.md, "Third wave: the fleet")
+bench-fleet: install services
+	$(BIN)/python -m bench.fleet
 
 clean:
 	rm -rf $(VENV) leasegate.db .pytest_cache .mypy_cache .ruff_cache

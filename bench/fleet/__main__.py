@@ -1,0 +1,193 @@
+"""`python -m bench.fleet [--seconds 60] [--only under,saturated] [--env LEASEGATE_X=V ...]
+[--out PATH]`: the fleet benchmark.
+
+For each fleet (under quota: 0.7 x the pool's theoretical maximum; saturated: 1.3 x), a fresh
+stack (`bench.fleet.stack`: the mock, Postgres, Redis, a control plane and a proxy), the
+mock's buckets emptied, the fleet driven for `--seconds`, then the figures
+(`bench.fleet.report`). Prints them and writes bench/results/fleet-latest.json. Everything it
+started is stopped, and the databases dropped, however the run ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+
+from bench.fleet import stack as fleet_stack
+from bench.fleet.fleet import DEADLINE_S, Records, drive
+from bench.fleet.report import figures, table
+from bench.fleet.workload import (
+    ACCOUNTS,
+    TENANTS,
+    WINDOW_S,
+    blended_mix,
+    fleet_size,
+    maximum,
+    pace,
+)
+from bench.stack import CONTROL_TOKEN
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+FLEETS = {"under": 0.7, "saturated": 1.3}
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.fleet")
+    parser.add_argument("--seconds", type=float, default=60.0, help="each fleet's run (60)")
+    parser.add_argument(
+        "--only", default="under,saturated", help="the fleets to run: under, saturated (both)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "fleet-latest.json", help="where the JSON goes"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="LEASEGATE_X=VALUE",
+        help="a setting for both gateway processes (repeatable), e.g. "
+        "LEASEGATE_MAX_FALLBACK_HOPS=4; the default run sets none beyond the scaled cooldown",
+    )
+    args = parser.parse_args()
+    if any(not e.startswith("LEASEGATE_") or "=" not in e for e in args.env):
+        parser.error("--env takes LEASEGATE_NAME=VALUE")
+    if not set(args.only.split(",")) <= set(FLEETS):
+        parser.error("--only takes some of: under, saturated")
+    if args.seconds < WINDOW_S:
+        parser.error(f"--seconds must be at least one window ({WINDOW_S:g})")
+    return args
+
+
+def _one_fleet(
+    name: str, workers: dict[str, int], seconds: float, env: dict[str, str]
+) -> tuple[dict[str, Any], Records, bool]:
+    tenants = {t: workers[t.name] for t in TENANTS}
+    upstream: dict[str, Any] = {}
+    with ExitStack() as resources:
+        running = fleet_stack.start(resources, RESULTS / "logs", env)
+        sys.stderr.write(f"fleet {name}: {workers} workers for {seconds:g} s\n")
+
+        async def reset() -> None:
+            async with httpx.AsyncClient() as http:
+                (await http.post(f"{running.mock_url}/fleet/reset")).raise_for_status()
+
+        async def read() -> None:
+            async with httpx.AsyncClient() as http:
+                upstream.update((await http.get(f"{running.mock_url}/fleet/stats")).json())
+
+        records = asyncio.run(
+            drive(
+                running.control_url, running.proxy_url, CONTROL_TOKEN, tenants, seconds, reset, read
+            )
+        )
+    return upstream, records, running.declared_accepted
+
+
+def _revision() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main() -> int:
+    args = _arguments()
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    started = time.monotonic()
+    load_before = round(os.getloadavg()[0], 2)
+    paces = {t.name: pace(t) for t in TENANTS}
+    weights = {t.name: t.share / paces[t.name].tokens_per_s for t in TENANTS}
+    mix, tokens_per_turn = blended_mix(paces, weights)
+    pool = maximum(ACCOUNTS, mix, tokens_per_turn)
+    if args.env:
+        print(f"gateway settings: {' '.join(args.env)}")
+    print(
+        f"limits per {WINDOW_S:g} s instead of per minute (time scaled 6x); base cooldown "
+        f"{fleet_stack.BASE_COOLDOWN_S:g} s; no lease_capacity or request_capacity; "
+        f"Dispatch deadline {DEADLINE_S:g} s"
+    )
+    print(
+        f"theoretical maximum: {pool.tokens_per_s:,.0f} tokens/s = "
+        f"{pool.turns_per_s:.2f} turns/s of the fleet's mean turn ({tokens_per_turn:,.0f} tokens)"
+    )
+    for account, (rate, binding) in pool.per_account.items():
+        print(f"  {account:<10} {rate:5.2f} turns/s, bound by {binding}")
+    runs: dict[str, dict[str, Any]] = {}
+    declared = None
+    env = dict(e.split("=", 1) for e in args.env)
+    for name in args.only.split(","):
+        load = FLEETS[name]
+        workers = fleet_size(load, TENANTS, pool.tokens_per_s)
+        offered = sum(paces[t].tokens_per_s * n for t, n in workers.items())
+        upstream, records, declared = _one_fleet(name, workers, args.seconds, env)
+        runs[f"{name} ({load:g}x)"] = {
+            "workers": workers,
+            **figures(records, upstream, pool, offered, args.seconds),
+            "upstream": upstream,
+        }
+    print(
+        f"declared rpm/tpm of the headerless account: "
+        f"{'in the accounts file' if declared else 'not accepted by this gateway: left out'}"
+    )
+    print(table(runs))
+    for name, run in runs.items():
+        print(
+            f"{name}: tasks {run['tasks']}; hops {run['hops']}; failed calls "
+            f"{run['failed_calls']} (Retry-After p50/p99 "
+            f"{run['failed_calls_retry_after_p50_p99_s']}); dispatch ends "
+            f"{run['dispatch_ends']}; mint refusals {run['mint_refusals']}"
+        )
+    meta = {
+        "command": "python -m bench.fleet " + " ".join(sys.argv[1:]),
+        "revision": _revision(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "window_s": WINDOW_S,
+        "base_cooldown_s": fleet_stack.BASE_COOLDOWN_S,
+        "deadline_s": DEADLINE_S,
+        "gateway_env": env,
+        "declared_limits_in_accounts_file": declared,
+        "maximum": {
+            "tokens_per_s": pool.tokens_per_s,
+            "turns_per_s": pool.turns_per_s,
+            "per_account": pool.per_account,
+        },
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "loadavg_1m_before_after": [load_before, round(os.getloadavg()[0], 2)],
+    }
+    print(
+        f"1-min load average before/after: {meta['loadavg_1m_before_after']}; "
+        f"{meta['wall_seconds']} s"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "fleets": runs}, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
