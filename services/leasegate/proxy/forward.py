@@ -75,7 +75,7 @@ async def forward(
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
         payload = await _rewrite_body(
-            runtime, content_type, body, attempt, key, endpoint, path_model
+            runtime, content_type, body, attempt, key, endpoint, path_model, account, pairs
         )
         await runtime.spend.check(key)
         await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
@@ -97,7 +97,7 @@ async def forward(
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
         return refusal_response(unavailable, attempt.request_id, attempt.key)
     upstream_request = runtime.clients.build_request(
-        account, endpoint, payload, pairs, served_model=key.served_model
+        account, endpoint, payload, pairs, served_model=key.served_model, stream=attempt.stream
     )
     if account.propagate_trace and trace is None:
         upstream_request = with_headers(upstream_request, caller_trace_headers(pairs))
@@ -175,11 +175,14 @@ async def _rewrite_body(
     key: KeyRecord,
     endpoint: Endpoint,
     path_model: str | None,
+    account: Account,
+    pairs: list[tuple[str, str]],
 ) -> bytes:
     """The body to send upstream, `model` set to the served name (always re-encoded: the
     upstream reads exactly what was checked, duplicate keys included). For an endpoint with
     the model in its path, the path's model is checked and the body left as it is (the kind
-    puts the served name in the upstream path)."""
+    puts the served name in the upstream path). A cloud kind moves `model` into the path
+    (`ProviderKind.rewrite_fields`)."""
     check_content_type(content_type)
     try:
         raw = await read()
@@ -202,7 +205,7 @@ async def _rewrite_body(
         # so a worker that keeps sending it reaches the larger window unchanged
         raise GatewayError("model-not-permitted", "this key may not call that model")
     if path_model is None:
-        body.fields["model"] = key.served_model
+        account.kind.rewrite_fields(body.fields, key.served_model, pairs)
     return encode_body(body.fields)
 
 
