@@ -15,6 +15,8 @@ from leasegate.providers.base import Endpoint, ErrorVocabulary, ProviderKind, Up
 from leasegate.providers.bedrock import Bedrock
 from leasegate.providers.gemini import Gemini
 from leasegate.providers.openai import OpenAI, OpenAICompatible, OpenRouter
+from leasegate.providers.vertex import Vertex
+from leasegate.providers.vertex_gemini import VertexGemini
 
 KINDS: Mapping[str, ProviderKind] = {
     kind.name: kind
@@ -26,6 +28,8 @@ KINDS: Mapping[str, ProviderKind] = {
         AzureOpenAI(),
         Gemini(),
         Bedrock(),
+        Vertex(),
+        VertexGemini(),
     )
 }
 """In the order the accounts-file error names them."""

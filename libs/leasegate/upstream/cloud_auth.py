@@ -1,4 +1,5 @@
-"""Credentials from a cloud's own chain, attached per request: AWS SigV4 for `bedrock`.
+"""Credentials from a cloud's own chain, attached per request: AWS SigV4 for `bedrock`,
+Google OAuth2 access tokens for `vertex` and `vertex-gemini`.
 
 A kind with a `cloud_auth` scheme (leasegate.providers) has no static key unless its account
 names a `credential_env`: its requests are signed here, by the libraries every cloud user
@@ -9,7 +10,11 @@ already trusts (botocore; imported only when such an account exists, from the ki
 metadata; `role_arn` assumed on top through STS). botocore's refreshable credentials renew
 themselves before they expire; the refresh (a network call) runs in a thread, one at a time
 behind an asyncio lock, and every other request signs with frozen credentials in a few
-microseconds. The signature covers the final body bytes and the exact URL sent (the caller
+microseconds. `GoogleToken` does the same with Application Default Credentials (google-auth:
+a service account file, workload identity federation, the metadata server): one access token
+shared by the account's requests, refreshed in a thread by one request at a time when it is
+within google-auth's refresh window of expiring, never one refresh per request. The signature
+covers the final body bytes and the exact URL sent (the caller
 never sees any of it, and no credential lands in a log or an exception).
 """
 
@@ -123,8 +128,53 @@ def sigv4_headers(
     )
 
 
+GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+class GoogleToken:
+    """`authorization: Bearer <access token>` from Application Default Credentials."""
+
+    __slots__ = ("_account_id", "_credentials", "_header", "_lock")
+
+    def __init__(self, account_id: str) -> None:
+        self._account_id = account_id
+        self._credentials: Any = None
+        self._header: Headers = ()
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"GoogleToken(account={self._account_id!r})"
+
+    async def sign(self, url: URL, headers: Headers, body: bytes) -> Headers:
+        credentials = self._credentials
+        if credentials is not None and credentials.valid:  # google-auth's window included
+            return self._header
+        async with self._lock:  # one refresh at a time; the others wait for its token
+            credentials = self._credentials
+            if credentials is None or not credentials.valid:
+                await asyncio.to_thread(self._refresh)
+        return self._header
+
+    def _refresh(self) -> None:
+        import google.auth
+        import google.auth.exceptions
+        import google.auth.transport.requests
+
+        try:
+            if self._credentials is None:
+                self._credentials, _ = google.auth.default(scopes=[GOOGLE_SCOPE])
+            self._credentials.refresh(google.auth.transport.requests.Request())
+        except google.auth.exceptions.GoogleAuthError as exc:
+            raise RequestNotSent(
+                f"account {self._account_id}: no Google access token ({type(exc).__name__})"
+            ) from None
+        self._header = (("authorization", f"Bearer {self._credentials.token}"),)
+
+
 def signer_for(account_id: str, scheme: str | None, options: Mapping[str, str]) -> Signer | None:
     """The signer of an account whose kind names a `cloud_auth` scheme (None for others)."""
     if scheme == "aws-sigv4":
         return AwsSigner(account_id, options)
+    if scheme == "google-adc":
+        return GoogleToken(account_id)
     return None
