@@ -266,3 +266,30 @@ def test_an_account_needs_a_region_and_no_key_variable() -> None:
         parse_accounts(_accounts(), set())
     with pytest.raises(AccountsFileError, match="field 'role_arn'"):
         parse_accounts(_accounts(region="eu-central-1", role_arn="admin"), set())
+
+
+def test_without_its_extra_the_accounts_file_refuses_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name in ("botocore", "google.auth") else real(name, *args),
+    )
+    with pytest.raises(AccountsFileError) as refused:
+        parse_accounts(_accounts(region="eu-central-1"), set())
+    assert str(refused.value) == (
+        "accounts file: account 'bedrock-eu': field 'provider': "
+        "bedrock needs its extra: pip install 'leasegate[bedrock]'"
+    )
+    vertex = {
+        **_accounts()["accounts"][0],  # type: ignore[index]
+        "provider": "vertex",
+        "project": "fleet-prod-1",
+        "location": "global",
+    }
+    with pytest.raises(AccountsFileError, match=r"pip install 'leasegate\[vertex\]'$"):
+        parse_accounts({"accounts": [vertex]}, set())
