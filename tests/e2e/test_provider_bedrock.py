@@ -249,3 +249,33 @@ async def test_credentials_that_expire_during_a_run_are_refreshed_without_a_fail
     assert len(keys) == 8
     assert len(set(keys)) >= 2, keys
     assert json.loads((tmp_path / "counter").read_text()) == len(set(keys))
+
+
+async def test_irsa_web_identity_credentials_from_sts_sign_the_requests(
+    tmp_path: Path, stores_env: StoresEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EKS IRSA: the pod has AWS_ROLE_ARN and a projected token file; botocore's chain asks
+    STS (here the mock, by AWS_ENDPOINT_URL_STS) for credentials with that token once, and
+    every Bedrock request is signed with what STS issued."""
+    _isolated_aws(monkeypatch, tmp_path)
+    role = "arn:aws:iam::123456789012:role/leasegate-bedrock"
+    token_file = tmp_path / "eks-token"
+    token_file.write_text("eyJhbGciOiJSUzI1NiJ9.service-account-token.sig")
+    async with mock_bedrock(REGION, _secret) as mock:
+        mock.web_identity = (role, token_file.read_text())
+        monkeypatch.setenv("AWS_ROLE_ARN", role)
+        monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token_file))
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", mock.url)
+        monkeypatch.setenv("AWS_REGION", REGION)
+        env = gateway_env(tmp_path, [bedrock_entry(mock)], **stores_env, extra=ENV, currency="USD")
+        async with in_process_gateway(env) as gateway:
+            key = (await gateway.minted(model="claude-fleet", dispatch_id="d-b-irsa"))["key"]
+            async with sdk(gateway, key) as client:
+                for _ in range(3):
+                    await client.messages.create(
+                        model="claude-fleet", max_tokens=8, messages=MESSAGES
+                    )
+    assert [call["Action"] for call in mock.sts_calls] == ["AssumeRoleWithWebIdentity"]
+    assert mock.rejected == 0
+    assert [seen.access_key for seen in mock.seen] == ["AKIATEST0701"] * 3
+    assert mock.seen[0].headers["x-amz-security-token"] == "irsa-session-AKIATEST0701"
