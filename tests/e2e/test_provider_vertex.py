@@ -12,6 +12,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +27,23 @@ from tests.fixtures.services import StoresEnv
 CLAUDE = "claude-sonnet-4-5@20250929"
 GEMINI = "gemini-2.5-pro"
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
+PRICES = {"input": "3", "output": "15", "cache_read": "0.3", "cache_write": "3.75"}
 GEMINI_BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 
 
 def entries(mock: MockVertex) -> list[dict[str, Any]]:
     common = {"base_url": mock.url, "project": "fleet-prod-1", "location": "global"}
     return [
-        {"id": "vertex-claude", "provider": "vertex", "models": {"claude-fleet": CLAUDE}, **common},
+        {
+            "id": "vertex-claude",
+            "provider": "vertex",
+            "models": {"claude-fleet": {"served": CLAUDE, "prices": PRICES}},
+            **common,
+        },
         {
             "id": "vertex-gemini",
             "provider": "vertex-gemini",
-            "models": {"gemini-fleet": GEMINI},
+            "models": {"gemini-fleet": {"served": GEMINI, "prices": PRICES}},
             **common,
         },
     ]
@@ -53,7 +60,7 @@ async def vertex_gateway(
     async with mock_vertex(token_s) as mock:
         path = mock.service_account_file(tmp_path / "service-account.json")
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
-        env = gateway_env(tmp_path, entries(mock), **stores_env, extra=ENV)
+        env = gateway_env(tmp_path, entries(mock), **stores_env, extra=ENV, currency="USD")
         async with in_process_gateway(env) as gateway:
             yield gateway, mock
 
@@ -99,6 +106,9 @@ async def test_claude_and_gemini_on_vertex_through_the_proxy(
             ("success", 12, 4),
             ("success", 12, 4),
         ]
+        # Claude's counts: the 4 cached tokens beside the 12 input ones, each at its price
+        claude_cost = (12 * 3 + 3 * 15 + 4 * Decimal("0.3")) / 10**6
+        assert [Decimal(r["cost"]) for r in rows] == [claude_cost, claude_cost]
 
         gem = await gateway.minted(model="gemini-fleet", dispatch_id="d-vertex-2")
         for method in ("generateContent", "streamGenerateContent?alt=sse"):
@@ -114,6 +124,14 @@ async def test_claude_and_gemini_on_vertex_through_the_proxy(
             google + GEMINI + ":streamGenerateContent?alt=sse",
         ]
         assert "x-goog-api-key" not in {name.lower() for name in mock.seen[2].headers}
+        for _ in range(50):  # the streamed answer's row is written once its stream has ended
+            gem_rows = await gateway.evidence_for(gem["mint_decision_id"])
+            if len(gem_rows) == 2:
+                break
+            await asyncio.sleep(0.05)
+        # Gemini's counts: the 4 cached tokens inside the 12 input ones (8 at the input price)
+        gemini_cost = (8 * 3 + 4 * Decimal("0.3") + 3 * 15) / 10**6
+        assert [Decimal(r["cost"]) for r in gem_rows] == [gemini_cost, gemini_cost]
         assert mock.assertions == 2  # one token per account served all five requests
         assert mock.rejected == 0
 
