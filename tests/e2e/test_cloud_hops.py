@@ -152,7 +152,14 @@ async def call(gw: Gateway, key: str) -> int:
 
 @pytest.mark.parametrize(
     ("first", "second"),
-    [("anthropic", "bedrock"), ("bedrock", "vertex"), ("vertex", "anthropic")],
+    [
+        ("anthropic", "bedrock"),
+        ("bedrock", "anthropic"),
+        ("bedrock", "vertex"),
+        ("vertex", "bedrock"),
+        ("vertex", "anthropic"),
+        ("anthropic", "vertex"),
+    ],
 )
 async def test_a_hop_between_clouds_keeps_the_body_and_leaks_nothing(
     first: str,

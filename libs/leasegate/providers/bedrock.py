@@ -50,7 +50,8 @@ _SERVED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,2047}")
 _PREFIX = "/model/"
 _INVOKE = "/invoke"
 _STREAM = "/invoke-with-response-stream"
-DROPPED_HEADERS = frozenset({"anthropic-version", "anthropic-beta", "x-api-key"})
+DROPPED_HEADERS = frozenset({"anthropic-version", "anthropic-beta", "x-api-key", "accept"})
+"""Anthropic's own headers, and the caller's `accept` (AWS's operations set their own)."""
 
 # AWS's error type -> Anthropic's error type (what the caller's SDK raises on).
 _ANTHROPIC_TYPE = {
@@ -128,7 +129,7 @@ class Bedrock(ProviderKind):
         return (("authorization", f"Bearer {secret}"),)  # a Bedrock API key
 
     def default_headers(self) -> tuple[tuple[str, str], ...]:
-        return (("accept", "application/json"),)
+        return ()
 
     def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
         options: dict[str, str] = {}
