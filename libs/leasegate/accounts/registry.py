@@ -69,6 +69,7 @@ class Account:
     base_url: str
     """Origin (and optional path prefix) the request path is appended to; no trailing slash."""
     credential_env: str
+    """The key's variable; empty for an account signed from its cloud's chain."""
     models: Mapping[str, str]
     """Requested name -> served name."""
     configured: bool
@@ -217,7 +218,11 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
     if not isinstance(base_url, str) or not _is_http_url(base_url):
         raise fail("base_url", "must be an http(s) URL")
     credential_env = entry.get("credential_env")
-    if not isinstance(credential_env, str) or not CREDENTIAL_ENV.fullmatch(credential_env):
+    # a kind signed from its cloud's own chain (Bedrock, Vertex) needs no key variable
+    keyless = kind.cloud_auth is not None and credential_env is None
+    if not keyless and (
+        not isinstance(credential_env, str) or not CREDENTIAL_ENV.fullmatch(credential_env)
+    ):
         raise fail("credential_env", "must match LEASEGATE_CRED_[A-Z0-9_]+")
     specs = _parse_models(entry.get("models"), fail)
     for requested, served in specs.served.items():
@@ -228,13 +233,13 @@ def _parse_account(index: int, entry: object, configured_envs: Set[str]) -> Acco
         provider=kind.name,
         options=options,
         base_url=base_url.rstrip("/"),
-        credential_env=credential_env,
+        credential_env=credential_env if isinstance(credential_env, str) else "",
         models=specs.served,
         prices=specs.prices,
         context_windows=specs.windows,
         context_fallbacks=specs.fallbacks,
         limits={specs.served[m]: limits for m, limits in specs.limits.items()},
-        configured=credential_env in configured_envs,
+        configured=keyless or credential_env in configured_envs,
         lease_capacity=_capacity(entry.get("lease_capacity"), "lease_capacity", fail),
         request_capacity=_capacity(entry.get("request_capacity"), "request_capacity", fail),
         headers_timeout_s=_seconds(entry.get("headers_timeout_s"), "headers_timeout_s", fail),

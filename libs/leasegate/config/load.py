@@ -44,7 +44,7 @@ def load_config(
     credentials = {
         a.id: _credential(a.id, a.credential_env, source[a.credential_env])
         for a in registry.accounts
-        if a.configured
+        if a.configured and a.credential_env  # none: signed from a cloud's chain
     }
     return Config(
         settings,

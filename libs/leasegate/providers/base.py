@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -244,6 +244,15 @@ class ProviderKind(ABC):
     them beside it (Anthropic): how a price is applied (leasegate.spend)."""
     option_fields: ClassVar[frozenset[str]] = frozenset()
     """Account fields of this kind beyond the common ones (e.g. Azure's `api_version`)."""
+    cloud_auth: ClassVar[str | None] = None
+    """The scheme that signs its requests from the cloud's own credential chain (`aws-sigv4`,
+    `google-adc`; leasegate.upstream.cloud_auth): then `credential_env` is optional, and a
+    static key when named."""
+    dropped_headers: ClassVar[frozenset[str]] = frozenset()
+    """Caller headers of another provider never sent to this kind's upstream."""
+    stream_content_type: ClassVar[str] = "text/event-stream"
+    """The content type of its streamed answers; other than SSE, `stream_decoder` turns
+    them into the caller's wire's SSE events."""
 
     @abstractmethod
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
@@ -289,9 +298,40 @@ class ProviderKind(ABC):
     def __init__(self) -> None:
         self._served = frozenset(self.endpoints)
 
+    def rewrite_fields(
+        self,
+        fields: MutableMapping[str, Any],
+        served_model: str,
+        caller_headers: Sequence[tuple[str, str]],
+    ) -> None:
+        """Set the body's fields for the upstream (a model-in-body endpoint): the served name
+        as `model`, unless the kind says otherwise (a cloud moves it into the path)."""
+        fields["model"] = served_model
+
+    def upstream_target(
+        self, endpoint: Endpoint, served_model: str, options: Mapping[str, str], stream: bool
+    ) -> str:
+        """`upstream_path`, for a kind whose path also depends on whether it streams."""
+        return self.upstream_path(endpoint, served_model, options)
+
+    def error_body(self, status: int, headers: Mapping[str, str], body: bytes) -> bytes | None:
+        """An upstream error payload in the caller's wire's shape, when the kind's own is
+        another (`headers`: lower-case names); None to relay it unchanged."""
+        return None
+
+    def stream_decoder(self) -> StreamDecoder | None:
+        """A fresh decoder of its non-SSE streams into SSE bytes (None: its streams are SSE)."""
+        return None
+
     def serves(self, endpoint: Endpoint) -> bool:
         """Whether its accounts serve `endpoint` (one set look-up, by identity)."""
         return endpoint in self._served
+
+
+class StreamDecoder(Protocol):
+    """A cloud's stream framing in, the caller's wire's SSE events out, incrementally."""
+
+    def feed(self, data: bytes) -> bytes: ...
 
 
 def count(value: object) -> int | None:

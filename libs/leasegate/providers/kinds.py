@@ -12,12 +12,25 @@ from collections.abc import Mapping
 from leasegate.providers.anthropic import Anthropic
 from leasegate.providers.azure_openai import AzureOpenAI
 from leasegate.providers.base import Endpoint, ErrorVocabulary, ProviderKind, UpstreamRoute, Wire
+from leasegate.providers.bedrock import Bedrock
 from leasegate.providers.gemini import Gemini
 from leasegate.providers.openai import OpenAI, OpenAICompatible, OpenRouter
+from leasegate.providers.vertex import Vertex
+from leasegate.providers.vertex_gemini import VertexGemini
 
 KINDS: Mapping[str, ProviderKind] = {
     kind.name: kind
-    for kind in (OpenAI(), Anthropic(), OpenRouter(), OpenAICompatible(), AzureOpenAI(), Gemini())
+    for kind in (
+        OpenAI(),
+        Anthropic(),
+        OpenRouter(),
+        OpenAICompatible(),
+        AzureOpenAI(),
+        Gemini(),
+        Bedrock(),
+        Vertex(),
+        VertexGemini(),
+    )
 }
 """In the order the accounts-file error names them."""
 

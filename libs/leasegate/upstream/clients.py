@@ -14,7 +14,11 @@ The credential is attached here and nowhere else: it is held in a private per-ac
 of ready-made headers (the account's kind says which: `ProviderKind.credential_headers`),
 never in a repr, a request object, or an exception this module raises. The kind also builds
 the upstream path (`ProviderKind.upstream_path`: a deployment, a model in the path, a query);
-each (account, endpoint, served model) URL is built once and kept.
+each (account, endpoint, served model) URL is built once and kept. A kind that signs from its
+cloud's credential chain (`ProviderKind.cloud_auth`: Bedrock's SigV4) gets its headers from a
+per-account signer (cloud_auth.py) per request, computed over the final body; a kind whose
+streams are not SSE has them decoded into SSE here (`ProviderKind.stream_decoder`), and its
+error payloads put in the caller's wire's shape (`UpstreamResponse.error_payload`).
 aiohttp measured ~15x cheaper per request than httpx's pool here (docs/performance.md).
 """
 
@@ -29,14 +33,16 @@ from typing import Protocol
 import aiohttp
 from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
-from multidict import CIMultiDictProxy
+from multidict import CIMultiDict, CIMultiDictProxy
 from pydantic import SecretStr
 from yarl import URL
 
 from leasegate.accounts import Account, Registry
-from leasegate.providers import Endpoint
+from leasegate.providers import Endpoint, ProviderKind
+from leasegate.providers.base import StreamDecoder
 from leasegate.upstream.caller_headers import HeaderPairs, forwarded_headers
-from leasegate.upstream.deadlines import Deadlines, DeadlineSettings, deadlines_for
+from leasegate.upstream.cloud_auth import Signer, signer_for
+from leasegate.upstream.deadlines import Body, Deadlines, DeadlineSettings, deadlines_for
 from leasegate.upstream.errors import (
     DroppedAfterSend,
     HeadersTimeout,
@@ -82,14 +88,33 @@ class UpstreamResponse:
     """The status line and headers; the body is read through `content` (see BodyReader).
     `close()` must be called once the caller is done: it frees the pool slot."""
 
-    __slots__ = ("_pool", "_response", "content", "headers", "status")
+    __slots__ = ("_kind", "_pool", "_response", "content", "headers", "status")
 
-    def __init__(self, response: aiohttp.ClientResponse, pool: _Pool) -> None:
+    def __init__(
+        self, response: aiohttp.ClientResponse, pool: _Pool, kind: ProviderKind | None = None
+    ) -> None:
         self._response: aiohttp.ClientResponse | None = response
         self._pool = pool
+        self._kind = kind
         self.status = response.status
         self.headers: CIMultiDictProxy[str] = response.headers
-        self.content = response.content
+        self.content: Body = response.content
+        decoder = kind.stream_decoder() if kind is not None and self.is_success else None
+        content_type = response.headers.get("content-type", "")
+        if decoder is not None and kind is not None:
+            if content_type.startswith(kind.stream_content_type):
+                self.content = _DecodedBody(response.content, decoder)
+                headers = CIMultiDict(response.headers)
+                headers["content-type"] = "text/event-stream"
+                self.headers = CIMultiDictProxy(headers)
+
+    def error_payload(self, body: bytes) -> bytes:
+        """An error body in the caller's wire's shape (the kind's `error_body`), else as is."""
+        if self._kind is None or self.is_success:
+            return body
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        translated = self._kind.error_body(self.status, headers, body)
+        return body if translated is None else translated
 
     @property
     def is_success(self) -> bool:
@@ -114,15 +139,23 @@ class UpstreamClients:
         self._fixed: dict[str, tuple[tuple[str, str], ...]] = {}
         self._defaults: dict[str, tuple[tuple[str, str], ...]] = {}
         self._deadlines: dict[str, Deadlines] = {}
-        self._urls: dict[tuple[str, Endpoint, str | None], URL] = {}
+        self._urls: dict[tuple[str, Endpoint, str | None, bool], URL] = {}
+        self._signers: dict[str, Signer] = {}
         self._accounts: dict[str, Account] = {}
         self._pool_timeout_s = settings.upstream_pool_timeout_s
         self._default_size = settings.upstream_max_connections
         for account in registry.accounts:
             credential = credentials.get(account.id)
-            if credential is None:
+            signer = None
+            if credential is None and account.kind.cloud_auth and account.configured:
+                signer = signer_for(account.id, account.kind.cloud_auth, account.options)
+            if credential is None and signer is None:
                 continue
-            self._fixed[account.id] = _auth_headers(account, credential)
+            if signer is not None:
+                self._signers[account.id] = signer
+            self._fixed[account.id] = (
+                () if credential is None else _auth_headers(account, credential)
+            )
             self._defaults[account.id] = account.kind.default_headers()
             self._deadlines[account.id] = deadlines_for(account, settings)
             self._accounts[account.id] = account
@@ -149,6 +182,7 @@ class UpstreamClients:
         caller_headers: HeaderPairs,
         *,
         served_model: str | None = None,
+        stream: bool = False,
     ) -> UpstreamRequest:
         """POST to the account's upstream path for `endpoint` (its kind builds it from the
         served model) with the caller's allow-listed headers (see caller_headers.py) and the
@@ -156,15 +190,21 @@ class UpstreamClients:
         defaults = self._defaults.get(account.id)
         if defaults is None:
             raise UnknownAccountError(f"no configured account {account.id!r}")
-        where = (account.id, endpoint, served_model)
+        kind = account.kind
+        where = (account.id, endpoint, served_model, stream)
         url = self._urls.get(where)
         if url is None:
-            path = account.kind.upstream_path(endpoint, served_model or "", account.options)
-            url = self._urls[where] = URL(account.base_url + path)
+            path = kind.upstream_target(endpoint, served_model or "", account.options, stream)
+            # a signed URL is sent exactly as signed (its %-escapes kept)
+            encoded = kind.cloud_auth is not None
+            url = self._urls[where] = URL(account.base_url + path, encoded=encoded)
+        dropped = kind.dropped_headers
         headers = [
             (name.decode("ascii"), value.decode("latin-1"))
             for name, value in forwarded_headers(caller_headers)
         ]
+        if dropped:
+            headers = [(name, value) for name, value in headers if name not in dropped]
         names = {name for name, _ in headers}
         for name, value in defaults:
             if name not in names:
@@ -184,6 +224,11 @@ class UpstreamClients:
         headers deadline once a connection is in hand. Raises `UpstreamError` subclasses:
         map them with `failures.send_failure`."""
         pool = self.pool(request.account_id)
+        credential = self._fixed[request.account_id]
+        signer = self._signers.get(request.account_id)
+        if signer is not None:
+            signed = await signer.sign(request.url, request.headers, request.body)
+            credential = signed  # a signed account has no static key
         await pool.take(self._pool_timeout_s, request.account_id)
         headers_s = self._deadlines[request.account_id].headers_s
         hook = _HeadersDeadline(headers_s)
@@ -193,7 +238,7 @@ class UpstreamClients:
                 response = await pool.session().post(
                     request.url,
                     data=request.body,
-                    headers=request.headers + self._fixed[request.account_id],
+                    headers=request.headers + credential,
                     allow_redirects=False,
                 )
         except BaseException as exc:
@@ -208,11 +253,44 @@ class UpstreamClients:
         finally:
             _IN_HAND.reset(token)
             hook.deadline = None
-        return UpstreamResponse(response, pool)
+        return UpstreamResponse(response, pool, self._accounts[request.account_id].kind)
 
     async def aclose(self) -> None:
         for pool in self._pools.values():
             await pool.aclose()
+
+
+class _DecodedBody:
+    """A cloud's stream framing decoded into SSE as its bytes are read (a whole frame at a
+    time: bytes of a frame not yet complete wait in the decoder)."""
+
+    __slots__ = ("_body", "_decoder")
+
+    def __init__(self, body: aiohttp.StreamReader, decoder: StreamDecoder) -> None:
+        self._body = body
+        self._decoder = decoder
+
+    def read_nowait(self, n: int = -1) -> bytes:
+        data = self._body.read_nowait(n)
+        return self._decode(data) if data else b""
+
+    def at_eof(self) -> bool:
+        return self._body.at_eof()
+
+    async def readany(self) -> bytes:
+        while data := await self._body.readany():
+            if out := self._decode(data):
+                return out
+        return b""
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._body.set_exception(exc)
+
+    def _decode(self, data: bytes) -> bytes:
+        try:
+            return self._decoder.feed(data)
+        except Exception:  # a corrupt frame (botocore's ParserError family)
+            raise aiohttp.ClientPayloadError("the upstream's event stream is corrupt") from None
 
 
 class _Pool:

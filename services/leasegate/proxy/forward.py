@@ -81,7 +81,7 @@ async def forward(
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
         payload, cost = await _rewrite_body(
-            runtime, content_type, body, attempt, key, account, endpoint, path_model
+            runtime, content_type, body, attempt, key, account, endpoint, path_model, pairs
         )
         await runtime.spend.check(key, attempt.started_at)
         await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
@@ -105,7 +105,7 @@ async def forward(
         await runtime.finish(attempt, Observation("refused", refusal_code=unavailable.code))
         return refusal_response(unavailable, attempt.request_id, attempt.key)
     upstream_request = runtime.clients.build_request(
-        account, endpoint, payload, pairs, served_model=key.served_model
+        account, endpoint, payload, pairs, served_model=key.served_model, stream=attempt.stream
     )
     if account.propagate_trace and trace is None:
         upstream_request = with_headers(upstream_request, caller_trace_headers(pairs))
@@ -199,13 +199,15 @@ async def _rewrite_body(
     account: Account,
     endpoint: Endpoint,
     path_model: str | None,
+    pairs: list[tuple[str, str]],
 ) -> tuple[bytes, Estimate | None]:
     """The body to send upstream, and its quota estimate when the pair's quota is known (else
     None: nothing to check). The body has `model` set to the served name (always re-encoded:
     the upstream reads exactly what was checked, duplicate keys included) and, on a stream
     whose wire reports usage only when asked, the ask (`Wire.ask_usage`). For an endpoint with
     the model in its path, the path's model is checked and the body left as it is (the kind
-    puts the served name in the upstream path)."""
+    puts the served name in the upstream path). A cloud kind moves `model` into the path
+    (`ProviderKind.rewrite_fields`)."""
     check_content_type(content_type)
     try:
         raw = await read()
@@ -233,7 +235,7 @@ async def _rewrite_body(
         default = runtime.quota.output_estimate(key.account_id, key.served_model)
         cost = estimate(len(raw), output_cap(body.fields), default)
     if path_model is None:
-        body.fields["model"] = key.served_model
+        account.kind.rewrite_fields(body.fields, key.served_model, pairs)
         if body.stream and endpoint.streams:
             # the stream's usage is what its cost and budgets are counted from
             attempt.strip_usage = account.kind.ask_usage(endpoint, body.fields, account.options)

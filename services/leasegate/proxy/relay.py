@@ -178,7 +178,7 @@ class BufferedRelay(_Relay):
         try:
             error: GatewayError | None = None
             try:
-                body = await self._read()
+                body = upstream.error_payload(await self._read())
             except UpstreamError as exc:
                 observation = stream_failure(exc, upstream.status)
                 error = (

@@ -7,7 +7,8 @@ refuses a kind whose module has no table, or a table that leaves a part or a wir
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from leasegate.providers import Endpoint, StreamError, Usage
 
@@ -43,6 +44,8 @@ class Classified:
     scope: str | None
     qualifying: bool
     reason: str | None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The response's headers (lower-case): where a cloud names its error type."""
 
 
 @dataclass(frozen=True)

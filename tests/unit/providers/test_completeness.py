@@ -44,6 +44,12 @@ def scan(wire: Wire, stream: bytes) -> StreamScanner:
     return scanner
 
 
+def as_sse(kind: ProviderKind, stream: bytes) -> bytes:
+    """A stream as the proxy relays it: a cloud's own framing decoded into SSE first."""
+    decoder = kind.stream_decoder()
+    return stream if decoder is None else decoder.feed(stream)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_kind_has_a_table_for_every_part_of_every_wire(name: str) -> None:
     kind = KINDS[name]
@@ -85,7 +91,8 @@ def test_every_kind_implements_every_part(name: str) -> None:
     assert [value for _, value in credential if "sk-seam-test" in value]
     defaults = {header for header, _ in kind.default_headers()}
     assert not defaults & {header for header, _ in credential}
-    options = kind.options({})
+    module = table_module(kind)
+    options = kind.options(getattr(module, "ENTRY", {}))
     assert set(options) <= kind.option_fields
     assert kind.served_problem("model-1") is None
     for endpoint in kind.endpoints:
@@ -136,8 +143,9 @@ def test_usage_table(row: tuple[str, BodyUsage]) -> None:
 
 @pytest.mark.parametrize("row", rows("STREAMS"), ids=_ids)
 def test_stream_table(row: tuple[str, StreamReading]) -> None:
-    _, case = row
-    scanner = scan(case.endpoint.wire, case.stream)
+    name, case = row
+    stream = as_sse(KINDS[name], case.stream)
+    scanner = scan(case.endpoint.wire, stream)
     assert (scanner.usage, scanner.completed, scanner.error) == (
         case.usage,
         case.completed,
@@ -145,8 +153,10 @@ def test_stream_table(row: tuple[str, StreamReading]) -> None:
     )
     # the same stream cut anywhere reads the same
     pieces = StreamScanner(case.endpoint.wire)
+    decoder = KINDS[name].stream_decoder()
     for i in range(0, len(case.stream), 7):
-        pieces.feed(case.stream[i : i + 7])
+        piece = case.stream[i : i + 7]
+        pieces.feed(piece if decoder is None else decoder.feed(piece))
     pieces.close()
     assert (pieces.usage, pieces.completed, pieces.error) == (
         scanner.usage,
@@ -159,10 +169,13 @@ def test_stream_table(row: tuple[str, StreamReading]) -> None:
 def test_classification_table(row: tuple[str, Classified]) -> None:
     name, case = row
     wire = case.endpoint.wire
+    kind = KINDS[name]
     if case.status is None:
-        observation = stream_observation(scan(wire, case.payload), 200)
+        observation = stream_observation(scan(wire, as_sse(kind, case.payload)), 200)
     else:
-        observation = response_observation(case.status, {}, case.payload, wire=wire)
+        # as the proxy relays it: a cloud's error payload put in the caller's wire's shape
+        payload = kind.error_body(case.status, case.headers, case.payload) or case.payload
+        observation = response_observation(case.status, case.headers, payload, wire=wire)
     got = classify(observation, KINDS[name].errors)
     assert (got.outcome, got.scope, got.qualifying, got.reason) == (
         case.outcome,
