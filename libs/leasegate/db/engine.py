@@ -4,8 +4,8 @@ Postgres (production): every call has a deadline (`Deadlines`): opening a connec
 bounded by `connect_s`, each statement by `command_s` (asyncpg's `timeout` and
 `command_timeout`). A partitioned database therefore fails a call within a few
 seconds (`StoreUnavailable`, answered 503 `unavailable`) instead of holding it for the partition's
-length; the pool pings a connection before lending it, so one that died with the database is
-replaced, not reused.
+length. A pooled connection the server closed (a restart, a failover) is never lent again: the
+check is asyncpg's closed flag, not a ping, so it costs no round trip (`_skip_closed_connections`).
 
 SQLite (the embedded mode): WAL so readers never block on the writer, foreign keys on, and every
 transaction begins with `BEGIN IMMEDIATE`, taking the write lock up front. Deferred
@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -30,7 +31,7 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.pool import Pool, StaticPool
+from sqlalchemy.pool import ConnectionPoolEntry, Pool, StaticPool
 
 from leasegate.core.ports.calls import CallObserver
 from leasegate.db.engine_errors import ENGINE_ERRORS, Refusal, translated
@@ -73,13 +74,29 @@ def make_engine(
         options["poolclass"] = poolclass
     else:
         # No pre-ping: it cost a round trip on every checkout (a third of a mint's CPU). A
-        # connection that died with its server fails its first use instead; SQLAlchemy then
-        # invalidates the whole pool, so one call answers 503 `unavailable` and the next
-        # reconnects. The hot paths have their own asyncpg pool (`Database.pg`); this one
+        # connection the server closed is skipped at checkout for free instead (below); one
+        # that dies during its call fails that call (503 `unavailable`), SQLAlchemy then
+        # invalidates the whole pool and the next call reconnects. The hot paths have their
+        # own asyncpg pool (`Database.pg`); this one
         # serves the other reads and the audit chain's writes: small, so a process's
         # connections stay within `pool size + 10` of the server's limit.
         options.update(pool_size=5, max_overflow=5, pool_timeout=POOL_WAIT_S, pool_recycle=1800)
-    return create_async_engine(url, **options)
+    engine = create_async_engine(url, **options)
+    _skip_closed_connections(engine)
+    return engine
+
+
+def _skip_closed_connections(engine: AsyncEngine) -> None:
+    """Never lend a pooled connection the server already closed (a restart, a failover,
+    `pg_terminate_backend`): asyncpg marks it closed as soon as this loop sees the socket
+    end, so the check is a flag, not a round trip. SQLAlchemy answers `DisconnectionError`
+    from a checkout by discarding the connection and checking out another (or a new one)."""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(_dbapi: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        driver = record.driver_connection
+        if driver is not None and driver.is_closed():
+            raise DisconnectionError("the server closed this pooled connection")
 
 
 def _tune_sqlite(engine: AsyncEngine, *, wal: bool) -> None:

@@ -96,7 +96,7 @@ class PgPool:
         calls = self.calls
         try:
             try:
-                connection = self._idle.pop() if self._idle else await self._connect()
+                connection = self._lend_idle() or await self._connect()
             except StoreUnavailable:
                 if calls is not None:
                     calls.failed()
@@ -134,6 +134,18 @@ class PgPool:
             )
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from exc
+
+    def _lend_idle(self) -> asyncpg.Connection | None:
+        """The most recently returned idle connection the server has not closed. A backend
+        the server ended (a restart, a failover, `pg_terminate_backend`) closes its socket;
+        the driver notices on this loop and marks the connection closed, so checking costs no
+        round trip (unlike a ping before each call)."""
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.is_closed():
+                return connection
+            connection.terminate()
+        return None
 
     def _give_back(self, connection: asyncpg.Connection, generation: int) -> None:
         if generation != self._generation or connection.is_closed():
