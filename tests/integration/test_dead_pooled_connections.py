@@ -6,12 +6,15 @@ audit chain read by every mint, the accounts view, `/readyz`'s ping)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 
+from leasegate.db.pg_pool import PgPool
+from leasegate.db.pg_url import connect_kwargs
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.databases import PG_HOST, PG_PORT, PG_USER
 from tests.fixtures.gateways import (
@@ -83,3 +86,83 @@ async def test_terminated_pooled_connections_cost_no_503(tmp_path: Path) -> None
                     if answer.status_code not in (200, 201):
                         failed.append(f"{answer.request.url.path} {answer.status_code}")
             assert failed == [], failed
+
+
+async def test_a_mint_whose_backend_the_server_ends_mid_statement_is_minted_once(
+    tmp_path: Path,
+) -> None:
+    """The server ends the backend while the mint's statement is running (it waits on the
+    account's lease row, held by another transaction): the mint did not commit, so it runs
+    once more on a fresh connection and the caller gets its key, not a 503. One live key."""
+    async with production_stores() as stores, MockUpstream() as upstream:
+        account = account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"}, lease_capacity=5)
+        env = gateway_env(tmp_path, [account], **stores)
+        database = stores["database_url"].rsplit("/", 1)[1]
+        auth = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
+        body = {"tenant": "t", "dispatch_id": "d-held", "model": "gpt-4o"}
+        async with in_process_control_plane(env) as url, local_client(timeout=30) as client:
+            warm = await client.post(
+                f"{url}/control/v2/keys", json={**body, "dispatch_id": "d-warm"}, headers=auth
+            )
+            assert warm.status_code == 201, warm.text
+            locker = await asyncpg.connect(
+                host=PG_HOST, port=PG_PORT, user=PG_USER, database=database
+            )
+            try:
+                holding = locker.transaction()
+                await holding.start()
+                await locker.execute(
+                    "SELECT 1 FROM account_leases WHERE account_id = 'openai-main' FOR UPDATE"
+                )
+                mint = asyncio.create_task(
+                    client.post(f"{url}/control/v2/keys", json=body, headers=auth)
+                )
+                waiting = None
+                for _ in range(200):  # the mint's backend queues on the row lock
+                    waiting = await locker.fetchval(
+                        "SELECT pid FROM pg_stat_activity WHERE datname = $1 "
+                        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                        database,
+                    )
+                    if waiting is not None:
+                        break
+                    await asyncio.sleep(0.02)
+                assert waiting is not None, "the mint never reached the row lock"
+                await locker.execute("SELECT pg_terminate_backend($1)", waiting)
+                await asyncio.sleep(0.2)
+                await holding.rollback()
+                answer = await mint
+                live = await locker.fetchval(
+                    "SELECT count(*) FROM keys WHERE live_dispatch IS NOT NULL "
+                    "AND account_id = 'openai-main' AND key_id = $1",
+                    answer.json().get("key_id", ""),
+                )
+            finally:
+                await locker.close()
+            assert answer.status_code == 201, answer.text
+            assert live == 1
+
+
+async def test_a_read_whose_connection_dies_mid_call_is_read_again(
+    fresh_pg_database: str,
+) -> None:
+    """`PgPool.read`: the first connection's backend is ended by the server between the
+    moment it is lent and its statement; the read answers from a fresh connection."""
+    pool = PgPool(connect_kwargs(fresh_pg_database), size=2, connect_s=3.0, command_s=5.0)
+    admin = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database="postgres")
+    runs: list[int] = []
+
+    async def read(connection: asyncpg.Connection) -> int:
+        runs.append(connection.get_server_pid())
+        if len(runs) == 1:
+            await admin.execute("SELECT pg_terminate_backend($1)", runs[0])
+        value: int = await connection.fetchval("SELECT 7")
+        return value
+
+    try:
+        assert await pool.read(read) == 7
+    finally:
+        await admin.close()
+        await pool.close()
+    assert len(runs) == 2
+    assert runs[0] != runs[1]
