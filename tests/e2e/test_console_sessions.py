@@ -6,54 +6,21 @@ tests/integration/test_console_sign_out_replicas.py)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.fixtures.console import OTHER_SECRET, SECRET, opens, sign_in, sign_out
 from tests.fixtures.gateways import (
-    ADMIN_TOKEN,
     Gateway,
     gateway_env,
     in_process_control_plane,
 )
-from tests.fixtures.servers import local_client
 from tests.fixtures.services import StoresEnv, production_stores
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
-
-SECRET = "a" * 40
-OTHER_SECRET = "b" * 40
-COOKIE = "leasegate_console"
-
-
-async def sign_in(url: str, token: str = ADMIN_TOKEN) -> str:
-    """A fresh browser signs in on `url`; the session cookie it was given."""
-    async with local_client(base_url=url) as browser:
-        answer = await browser.post("/console/sign-in", data={"token": token})
-        assert answer.status_code == 303, answer.text
-        return browser.cookies[COOKIE]
-
-
-async def opens(url: str, cookie: str) -> bool:
-    """Whether the copied cookie opens the console on `url` (a 200, not a 303 to sign-in)."""
-    async with local_client(base_url=url) as thief:
-        thief.cookies.set(COOKIE, cookie, path="/console")
-        answer = await thief.get("/console/audit")
-        assert answer.status_code in (200, 303), answer.text
-        return answer.status_code == 200
-
-
-async def sign_out(url: str, cookie: str) -> httpx.Response:
-    async with local_client(base_url=url) as browser:
-        browser.cookies.set(COOKIE, cookie, path="/console")
-        page = await browser.get("/console/actions")
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert csrf is not None, page.text
-        return await browser.post("/console/sign-out", data={"csrf": csrf.group(1)})
 
 
 @pytest.fixture
