@@ -6,19 +6,25 @@ tests/integration/test_console_sign_out_replicas.py)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.console import OTHER_SECRET, SECRET, opens, sign_in, sign_out
+from tests.fixtures.console import COOKIE, OTHER_SECRET, SECRET, opens, sign_in, sign_out
 from tests.fixtures.gateways import (
+    ADMIN_TOKEN,
     Gateway,
     gateway_env,
     in_process_control_plane,
 )
+from tests.fixtures.relay import tcp_relay
+from tests.fixtures.servers import local_client
 from tests.fixtures.services import StoresEnv, production_stores
+
+REDIS_PORT = 6379
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -91,3 +97,34 @@ async def test_sign_out_ends_the_session_in_either_mode(gateway: Gateway) -> Non
     assert await opens(gateway.url, cookie)
     assert (await sign_out(gateway.url, cookie)).status_code == 303
     assert not await opens(gateway.url, cookie)
+
+
+async def test_without_the_session_store_nothing_acts_and_reads_go_on(
+    tmp_path: Path, stores: StoresEnv
+) -> None:
+    """Redis refusing connections: signing in, signing out and acting are 503 and change
+    nothing; a signed-in operator can still read pages. Redis back: sign-out works."""
+    async with tcp_relay("127.0.0.1", REDIS_PORT) as relay:
+        cut = {**stores, "redis_url": f"redis://127.0.0.1:{relay.port}/0"}
+        async with control_plane(tmp_path, cut) as url:
+            cookie = await sign_in(url)
+            async with local_client(base_url=url) as browser:
+                browser.cookies.set(COOKIE, cookie, path="/console")
+                page = await browser.get("/console/actions")
+                csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+                assert csrf is not None
+                relay.mode = "refuse"
+                assert (await browser.get("/console/audit")).status_code == 200
+                for path, form in (
+                    ("/console/sign-out", {"csrf": csrf.group(1)}),
+                    ("/console/actions", {"csrf": csrf.group(1), "account": "x"}),
+                    ("/console/sign-in", {"token": ADMIN_TOKEN}),
+                ):
+                    refused = await browser.post(path, data=form)
+                    assert refused.status_code == 503, (path, refused.text)
+                    assert "Sessions unavailable" in refused.text
+                    assert int(refused.headers["retry-after"]) >= 1
+                    assert "set-cookie" not in refused.headers
+                relay.mode = "pass"
+            assert (await sign_out(url, cookie)).status_code == 303
+            assert not await opens(url, cookie)
