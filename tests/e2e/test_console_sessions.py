@@ -105,7 +105,7 @@ async def test_without_the_session_store_nothing_acts_and_reads_go_on(
     """Redis refusing connections: signing in, signing out and acting are 503 and change
     nothing; a signed-in operator can still read pages. Redis back: sign-out works."""
     async with tcp_relay("127.0.0.1", REDIS_PORT) as relay:
-        cut = {**stores, "redis_url": f"redis://127.0.0.1:{relay.port}/0"}
+        cut: StoresEnv = {**stores, "redis_url": f"redis://127.0.0.1:{relay.port}/0"}
         async with control_plane(tmp_path, cut) as url:
             cookie = await sign_in(url)
             async with local_client(base_url=url) as browser:

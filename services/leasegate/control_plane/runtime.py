@@ -10,6 +10,7 @@ from leasegate.config import Settings
 from leasegate.control_plane.deps import Limits, MintDeps, announce_revoked
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
+from leasegate.control_plane.throttle import FailedAuthThrottle
 from leasegate.control_plane.usage import SpendToday
 from leasegate.core.clock import Clock
 from leasegate.core.records import KeyRecord
@@ -32,6 +33,8 @@ class ControlRuntime:
     """Each account's usage since midnight, for the accounts view."""
     services: MintDeps = field(init=False)
     """The collaborators of mint, hops, renewal and revocation (`deps.py`)."""
+    failed_auth: FailedAuthThrottle = field(init=False, default_factory=FailedAuthThrottle)
+    """Wrong tokens per client address: the console's sign-in and the API's bearer tokens."""
 
     def __post_init__(self) -> None:
         self.overlay = AdminOverlay(

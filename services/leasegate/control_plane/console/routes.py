@@ -14,6 +14,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from leasegate.control_plane.admin import change_state
+from leasegate.control_plane.callers import client_address
 from leasegate.control_plane.console.pool import pool_view
 from leasegate.control_plane.console.reads import read_pages
 from leasegate.control_plane.console.session import (
@@ -22,7 +23,6 @@ from leasegate.control_plane.console.session import (
     csrf_matches,
     new_session,
 )
-from leasegate.control_plane.console.throttle import SignInThrottle
 from leasegate.control_plane.console.web import (
     STATIC_DIR,
     ConsoleAuth,
@@ -93,7 +93,7 @@ def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
 
 def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
-    throttle = SignInThrottle()
+    throttle = runtime.failed_auth  # one budget with the API's bearer tokens
 
     @router.get("")
     async def home() -> RedirectResponse:
@@ -105,7 +105,7 @@ def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.post("/sign-in")
     async def sign_in(request: Request) -> Response:
-        address = request.client.host if request.client is not None else "unknown"
+        address = client_address(request)
         when = runtime.clock.monotonic()
         if (wait_s := throttle.wait_s(address, when)) is not None:
             return _throttled(request, wait_s)
