@@ -22,7 +22,6 @@ class InProcessConsoleSessions:
         self._open.pop((credential, session_id), None)
 
     async def retire(self, keep: Collection[str], now: float) -> int:
-        gone = [k for k, until in self._open.items() if k[0] not in keep or until <= now]
-        for k in gone:
-            del self._open[k]
-        return sum(1 for credential, _ in gone if credential not in keep)
+        live = {k: until for k, until in self._open.items() if until > now}
+        self._open = {k: until for k, until in live.items() if k[0] in keep}
+        return len(live) - len(self._open)
