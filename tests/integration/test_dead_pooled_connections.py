@@ -13,7 +13,9 @@ import asyncpg
 import httpx
 import pytest
 
-from leasegate.db.pg_pool import PgPool
+from leasegate.db.audit import AuditRepository
+from leasegate.db.engine import Database
+from leasegate.db.pg_pool import Deadlines, PgPool
 from leasegate.db.pg_url import connect_kwargs
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.databases import PG_HOST, PG_PORT, PG_USER
@@ -166,3 +168,48 @@ async def test_a_read_whose_connection_dies_mid_call_is_read_again(
         await pool.close()
     assert len(runs) == 2
     assert runs[0] != runs[1]
+
+
+async def test_an_engine_read_whose_backend_the_server_ends_is_read_again(
+    migrated_pg_database: str,
+) -> None:
+    """SQLAlchemy's path: the audit chain's read (every mint reads the chain's state) waits on
+    a lock, the server ends its backend; it answers from a fresh connection, no 503."""
+    db = Database.connect(migrated_pg_database, Deadlines(connect_s=3.0, command_s=10.0))
+    database = migrated_pg_database.rsplit("/", 1)[1]
+    locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=database)
+    try:
+        holding = locker.transaction()
+        await holding.start()
+        await locker.execute("LOCK TABLE audit_records IN ACCESS EXCLUSIVE MODE")
+        read = asyncio.create_task(AuditRepository(db).read_head())
+        await asyncio.sleep(1)
+        assert not read.done(), read.exception()
+        waiting = await _waiting_backend(locker, database)
+        await locker.execute("SELECT pg_terminate_backend($1)", waiting)
+        await asyncio.sleep(0.2)
+        await holding.rollback()
+        head = await read
+    finally:
+        await locker.close()
+        await db.dispose()
+    assert head.count == 0
+
+
+async def _waiting_backend(locker: asyncpg.Connection, database: str) -> int:
+    """The backend of `database` queued on a lock `locker` holds."""
+    for _ in range(200):
+        pid = await locker.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE datname = $1 "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+            database,
+        )
+        if pid is not None:
+            return int(pid)
+        await asyncio.sleep(0.02)
+    rows = await locker.fetch(
+        "SELECT pid, state, wait_event_type, wait_event, query FROM pg_stat_activity "
+        "WHERE datname = $1",
+        database,
+    )
+    raise AssertionError(f"no backend ever waited on the lock: {rows}")

@@ -17,9 +17,9 @@ lease-capacity check on SQLite.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
@@ -34,10 +34,13 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.pool import ConnectionPoolEntry, Pool, StaticPool
 
 from leasegate.core.ports.calls import CallObserver
-from leasegate.db.engine_errors import ENGINE_ERRORS, Refusal, translated
+from leasegate.core.ports.errors import StoreUnavailable
+from leasegate.db.engine_errors import ENGINE_ERRORS, Refusal, disconnected, translated
 from leasegate.db.engine_timing import observe_engine
 from leasegate.db.pg_pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
 from leasegate.db.pg_url import connect_kwargs
+
+T = TypeVar("T")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 POOL_WAIT_S = 30.0
@@ -189,14 +192,43 @@ class Database:
         except ENGINE_ERRORS as exc:
             raise translated(exc, refusal) from exc
 
+    async def read(self, call: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """`call` (statements that change nothing) on a pooled connection, in a transaction
+        (REPEATABLE READ on Postgres: one snapshot for all its statements); run once more on a
+        fresh connection if the first turned out lost (`engine_errors.disconnected`): a read
+        changes nothing, so a second run is harmless. Not after a deadline or a refused
+        connection, which a second try would only repeat."""
+        try:
+            return await self._read_once(call)
+        except StoreUnavailable as exc:
+            if not disconnected(exc.__cause__):
+                raise
+        return await self._read_once(call)
+
+    async def _read_once(self, call: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        async with self.connection() as connection:
+            if self.dialect == "postgresql":
+                await connection.execution_options(isolation_level="REPEATABLE READ")
+            async with connection.begin():
+                return await call(connection)
+
     async def ping(self) -> bool:
         """Whether the database answers a trivial query within a couple of seconds."""
         try:
-            async with asyncio.timeout(PING_TIMEOUT_S), self.engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
-        except ENGINE_ERRORS:  # TimeoutError included: it is an OSError
-            return False
-        return True
+            async with asyncio.timeout(PING_TIMEOUT_S):
+                for attempt in (1, 2):
+                    try:
+                        async with self.engine.connect() as connection:
+                            await connection.execute(text("SELECT 1"))
+                    except ENGINE_ERRORS as exc:  # TimeoutError included: it is an OSError
+                        # a pooled connection found lost is not the database unreachable
+                        if attempt == 2 or not disconnected(exc):
+                            return False
+                    else:
+                        return True
+        except TimeoutError:
+            pass
+        return False
 
     async def dispose(self) -> None:
         if self._pg is not None:
