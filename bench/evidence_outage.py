@@ -9,6 +9,11 @@ waits until the proxy has written every row. Prints: requests sent and their sta
 in the table, distinct request ids, rows missing or unexpected, the largest spill seen, the
 time from recovery to the last row, and the proxy's RSS. Loopback only; everything it started
 is stopped and the database dropped however the run ends.
+
+With `--kill`, the proxy is killed with SIGKILL at the end of the outage (nothing flushed,
+nothing moved to disk by a drain), the database brought back and a successor proxy started on
+the same spill directory; it adopts the spill file, and the rows of every request answered
+before the kill are counted: at most one flush interval's worth may be missing.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ import argparse
 import asyncio
 import collections
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -123,7 +130,47 @@ class Load:
         await asyncio.gather(*(worker() for _ in range(self.WORKERS)))
 
 
-async def _scenario(args: argparse.Namespace, name: str, proxy: str, pid: int, key: str) -> int:
+FLUSH_INTERVAL_S = 0.05
+"""The proxy's `LEASEGATE_EVIDENCE_FLUSH_INTERVAL_S` (the default)."""
+
+
+async def _killed(
+    args: argparse.Namespace, load: Load, name: str, successor: Callable[[], str]
+) -> int:
+    """SIGKILL the proxy at the end of the outage; a successor writes what it left on disk."""
+    answered = set(load.ids)
+    started = time.monotonic()
+    proxy = await asyncio.to_thread(successor)  # kills the proxy, starts the next one
+    await database_up(name)
+    count, written = await rows_written(name)
+    while not answered <= written and time.monotonic() - started < args.wait:
+        await asyncio.sleep(0.5)
+        count, written = await rows_written(name)
+    await asyncio.sleep(1)  # nothing more (no duplicate) arrives late
+    count, written = await rows_written(name)
+    missing = len(answered - written)
+    allowed = max(1, int(args.rate * FLUSH_INTERVAL_S))
+    print(
+        f"answered before the kill  {len(load.ids)} (statuses {dict(load.statuses)}, "
+        f"transport errors {load.errors})"
+    )
+    print(f"rows in the table         {count}, distinct request ids {len(written)}")
+    print(
+        f"missing after SIGKILL     {missing} (one flush interval at this rate: "
+        f"{args.rate * FLUSH_INTERVAL_S:g} rows)"
+    )
+    print(f"successor wrote them in   {time.monotonic() - started:.1f} s ({proxy})")
+    return 0 if missing <= allowed and count == len(written) else 1
+
+
+async def _scenario(
+    args: argparse.Namespace,
+    name: str,
+    proxy: str,
+    pid: int,
+    key: str,
+    successor: Callable[[], str],
+) -> int:
     limits = httpx.Limits(max_connections=Load.WORKERS, max_keepalive_connections=Load.WORKERS)
     async with httpx.AsyncClient(timeout=30, limits=limits) as client:
         load = Load(client, proxy, key, args.rate)
@@ -145,6 +192,9 @@ async def _scenario(args: argparse.Namespace, name: str, proxy: str, pid: int, k
 
         sampler = asyncio.create_task(sample())
         await load.run(args.outage)
+        if args.kill:
+            sampler.cancel()
+            return await _killed(args, load, name, successor)
         rss_outage = rss_kb(pid)
         await database_up(name)
         recovered = time.monotonic()
@@ -179,6 +229,9 @@ def main() -> int:
     parser.add_argument("--after", type=float, default=10.0)
     parser.add_argument("--wait", type=float, default=120.0)
     parser.add_argument("--memory-rows", type=int, default=1000)
+    parser.add_argument(
+        "--kill", action="store_true", help="SIGKILL the proxy at the end of the outage"
+    )
     args = parser.parse_args()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("LEASEGATE_")}
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="lg-outage-") as work:
@@ -223,9 +276,25 @@ def main() -> int:
         }
         key = mint_key(f"http://127.0.0.1:{ports['control-plane']}")
         name = database_url.rsplit("/", 1)[1]
+
+        def successor() -> str:
+            os.kill(pids["proxy"], signal.SIGKILL)
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            argv = leasegate_argv("proxy", port)
+            stack.enter_context(process("proxy-successor", argv, env, logs, f"{url}/healthz"))
+            return url
+
         try:
             return asyncio.run(
-                _scenario(args, name, f"http://127.0.0.1:{ports['proxy']}", pids["proxy"], key)
+                _scenario(
+                    args,
+                    name,
+                    f"http://127.0.0.1:{ports['proxy']}",
+                    pids["proxy"],
+                    key,
+                    successor,
+                )
             )
         finally:
             asyncio.run(database_up(name))

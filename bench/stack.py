@@ -197,6 +197,7 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         "LEASEGATE_DATABASE_URL": database_url,
         "LEASEGATE_REDIS_URL": REDIS_URL,
         "LEASEGATE_REDIS_PREFIX": prefix,
+        "LEASEGATE_EVIDENCE_SPILL_PATH": str(logs / "spill"),
     }
     subprocess.run(  # noqa: S603 - our own module, fixed arguments
         leasegate_argv("migrate"), env=env, check=True, capture_output=True, timeout=60

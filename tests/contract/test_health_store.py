@@ -23,6 +23,7 @@ from leasegate.core.ports.health import (
 )
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
+from leasegate.kv.keys import circuit_key, pair_key
 from leasegate.kv.slots_redis import RedisRequestSlots
 from tests.fixtures.redis_cluster import connect, delete_prefix_keys
 
@@ -353,9 +354,9 @@ async def test_every_redis_key_carries_a_ttl(any_redis_url: str) -> None:
         pattern = f"{prefix}:*"
         keys = sorted([k.decode() async for k in client.scan_iter(match=pattern)])
         assert keys == [
-            f"{prefix}:{{acct:acct}}:health:c",
-            f"{prefix}:{{acct:acct}}:health:m:cooling",
-            f"{prefix}:{{acct:acct}}:health:m:streak-only",
+            circuit_key(prefix, "acct"),
+            pair_key(prefix, "acct", "cooling"),
+            pair_key(prefix, "acct", "streak-only"),
         ]
         # max(until - now, 0) + retention, refreshed on every write
         retention_ms = POLICY.retention_s * 1000
@@ -366,7 +367,7 @@ async def test_every_redis_key_carries_a_ttl(any_redis_url: str) -> None:
         # a success after expiry deletes rather than leaving healthy entries behind
         await store.record("acct", "cooling", OK, None, T0 + 100)
         assert [k async for k in client.scan_iter(match=pattern)] == [
-            f"{prefix}:{{acct:acct}}:health:m:streak-only".encode()
+            pair_key(prefix, "acct", "streak-only").encode()
         ]
     finally:
         await delete_prefix_keys(client, prefix)

@@ -22,6 +22,7 @@ from leasegate.db import Store
 from leasegate.db.audit import AppendPlan, AuditRepository
 from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.db.proxy_sql import SqlProxyStore
+from leasegate.db.schema import release_migrations
 from leasegate.web.wiring import ProxyDatabase
 from tests.fixtures.databases import migrate, migrated_database, pg_url
 from tests.fixtures.evidence import evidence_row
@@ -98,6 +99,12 @@ async def test_a_row_the_database_refuses_is_store_rejected_and_writes_nothing(
     assert [r.request_id for r in await opened.store.query_evidence(limit=10)] == ["good"]
 
 
+async def test_the_schema_reads_at_this_releases_head(opened: Opened) -> None:
+    head = release_migrations()[-1].revision
+    assert await opened.proxy.schema_revisions() == {head}
+    assert await opened.store.db.schema_revisions() == {head}
+
+
 async def test_an_empty_chain_reads_as_empty(opened: Opened) -> None:
     reference = AuditRepository(opened.store.db)
     assert await opened.proxy.read_chain() == ChainSnapshot((), None)
@@ -148,9 +155,40 @@ async def test_every_call_of_an_unreachable_postgres_is_store_unavailable() -> N
             lambda: proxy.write_evidence(rows),
             proxy.read_head,
             proxy.read_chain,
+            proxy.schema_revisions,
         ):
             with pytest.raises(StoreUnavailable):
                 await call()
         assert await proxy.ping() is False
     finally:
         await proxy.close()
+
+
+async def test_spend_evidence_sums_a_tenants_rows_and_a_chains_rows(opened: Opened) -> None:
+    """What a lost running total is rebuilt from: per account, the ORM's answer too."""
+    root, root_key = minted("acme/web", at=T0)
+    root = replace(root, chain_id=root.id)
+    hop, hop_key = minted("acme/web", at=T0 + timedelta(seconds=1), chain_id=root.id)
+    other, other_key = minted("acme/api", at=T0)
+    for decision, key in ((root, root_key), (hop, hop_key), (other, other_key)):
+        await opened.store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    rows = [
+        replace(evidence_row("r-1", T0 + timedelta(seconds=2)), mint_decision_id=root.id),
+        replace(evidence_row("r-2", T0 + timedelta(seconds=3)), mint_decision_id=hop.id),
+        replace(evidence_row("r-3", T0 + timedelta(seconds=9)), mint_decision_id=hop.id),
+        replace(evidence_row("r-4", T0 + timedelta(seconds=2)), mint_decision_id=other.id),
+    ]
+    await opened.proxy.write_evidence(rows)
+    until = T0 + timedelta(seconds=5)  # r-3 started after the cut-off
+    for scope in ({"tenant": "acme/web", "chain_id": None}, {"tenant": None, "chain_id": root.id}):
+        found = await opened.proxy.spend_evidence(**scope, since=T0, until=until)
+        assert [(g.account_id, g.input_tokens, g.output_tokens) for g in found] == [
+            ("openai-main", 2, 4)
+        ]
+        assert found == await opened.store.spend_evidence(**scope, since=T0, until=until)
+    assert (
+        await opened.proxy.spend_evidence(
+            tenant="acme/nobody", chain_id=None, since=T0, until=until
+        )
+        == []
+    )

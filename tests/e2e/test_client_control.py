@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from leasegate.client import (
+    Budget,
     ControlClient,
     ControlUnreachable,
     GatewayRefusal,
@@ -142,15 +144,10 @@ async def test_the_sync_client_and_admin_state(pool: Pool) -> None:
             view = control.set_account_state(
                 "backup", "draining", expected_revision=revision, reason="maintenance"
             )
-            return view.accounts[0].admin_state
+            assert (view.id, view.revoked_keys, view.record.kind) == ("backup", 0, "account-state")
+            return view.admin_state
 
-    try:
-        state = await asyncio.to_thread(admin)
-    except Rejected as refusal:
-        if refusal.status in (404, 405):
-            pytest.skip("POST /control/v2/accounts/{id}/state is not on this branch yet")
-        raise
-    assert state == "draining"
+    assert await asyncio.to_thread(admin) == "draining"
 
 
 async def test_an_unreachable_control_plane_is_a_transport_error() -> None:
@@ -160,3 +157,10 @@ async def test_an_unreachable_control_plane_is_a_transport_error() -> None:
 
     with pytest.raises(ControlUnreachable):
         await asyncio.to_thread(run)
+
+
+async def test_a_mint_from_the_client_carries_its_dispatch_budget(pool: Pool) -> None:
+    budget = Budget(max_tokens=5000, max_cost=Decimal("0.25"))
+    minted = await pool.control.mint(TENANT, "d-budget", "gpt-4o", budget=budget)
+    assert minted.budget == budget
+    assert minted.chain_id == minted.mint_decision_id

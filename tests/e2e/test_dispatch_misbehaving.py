@@ -526,7 +526,9 @@ async def test_byte_exact_pass_through_and_dispatch_reads_the_sdks_decode_error(
         async with local_client(timeout=30) as http:
             key = (await pool.control.mint(TENANT, "d-raw", "gpt-4o")).key
             assert key is not None
-            body = {"model": "gpt-4o", "messages": [], "stream": True}
+            # a caller that asked for the usage: nothing of the stream is the proxy's to strip
+            usage = {"include_usage": True}
+            body = {"model": "gpt-4o", "messages": [], "stream": True, "stream_options": usage}
             raw = await http.post(
                 f"{pool.url}/v1/chat/completions",
                 json=body,

@@ -28,7 +28,7 @@ async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
             upstream,
             {"gpt-4o": "gpt4o-prod", "gpt-4o-mini": "mini-prod", "gpt-4.1": "gpt41-prod"},
             provider="azure-openai",
-            api_version="2024-06-01",
+            api_version="2025-01-01-preview",
         )
         env = gateway_env(
             tmp_path,
@@ -53,7 +53,7 @@ async def test_an_azure_deployment_answers_and_streams_with_evidence(gw: Gateway
     assert answer.usage.prompt_tokens == 12
     upstream = gw.upstreams[0].requests[-1]
     assert upstream.path == "/openai/deployments/gpt4o-prod/chat/completions"
-    assert upstream.query == "api-version=2024-06-01"
+    assert upstream.query == "api-version=2025-01-01-preview"
     assert upstream.headers["api-key"] == "sk-secret-azure-east"
     assert "authorization" not in upstream.headers  # the caller's key never goes upstream
     row = await only_row(gw, minted)

@@ -85,7 +85,7 @@ async def test_ops_routes(split: tuple[Gateway, str]) -> None:
     assert (await gw.client.get(f"{proxy}/healthz")).json() == {"status": "ok"}
     ready = await gw.client.get(f"{proxy}/readyz")
     assert ready.status_code == 200
-    assert ready.json()["checks"] == {"database": "ok", "redis": "ok"}
+    assert ready.json()["checks"] == {"database": "ok", "schema": "ok", "redis": "ok"}
     metrics = await gw.client.get(f"{proxy}/metrics")
     assert metrics.status_code == 200
     assert "leasegate_" in metrics.text

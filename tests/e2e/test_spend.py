@@ -205,6 +205,6 @@ async def test_usage_totals_equal_the_sum_of_evidence_rows_and_the_cli_prints_th
         lines = capsys.readouterr().out.splitlines()
         assert lines[0].startswith("tenant,requests,input_tokens,output_tokens")
         assert sorted(lines[1:]) == sorted(
-            f"{t},2,24,8,8,0,{format((2 * COST).normalize(), 'f')}"
+            f"{t},2,24,8,8,0,{format((2 * COST).normalize(), 'f')},0"  # none estimated
             for t in ("acme/api", "acme/web")
         )

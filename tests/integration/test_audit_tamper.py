@@ -20,6 +20,7 @@ from leasegate.core.clock import SystemClock
 from leasegate.core.errors import GatewayError
 from leasegate.db import Database
 from leasegate.db.audit import AuditRepository
+from leasegate.kv.keys import witness_key
 from leasegate.kv.witness_redis import RedisAuditWitness
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.spend import TenantBudget
@@ -233,7 +234,11 @@ async def test_a_tampered_tenant_budget_reads_corrupt_and_proxies_keep_the_verif
     )
     assert verdict.budgets == {}
     fresh = TenantBudgetWatch(AuditRepository(chain.db), AUDIT_KEY, SystemClock())
-    assert await fresh.budgets() == {}  # nothing verified to enforce; the control plane holds
+    for tenant in ("acme", "never-budgeted"):  # nothing verified: no tenant can be cleared
+        with pytest.raises(GatewayError) as unverifiable:
+            await fresh.budget_of(tenant)
+        assert (unverifiable.value.code, unverifiable.value.status) == ("budgets-unverifiable", 503)
+    assert await watch.budget_of("never-budgeted") is None  # verified before: cleared
     await asyncio.sleep(1.05)  # past the watch's refresh age: it reads the tampered chain
     assert await watch.budgets() == {"acme": TenantBudget("day", 1000, Decimal("2.50"))}
     with pytest.raises(GatewayError) as refused:
@@ -247,3 +252,36 @@ async def test_a_tampered_tenant_budget_reads_corrupt_and_proxies_keep_the_verif
             )
         )
     assert refused.value.code == "audit-chain-corrupt"
+
+
+async def test_a_proxy_reading_a_restored_backup_refuses_until_the_chain_verifies(
+    chain: Chain, redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rollback (the last record gone, an older signed anchor restored) verifies by itself;
+    only the witness in Redis shows it. A proxy reads the witness too, and says why once."""
+    await _rollback_behind_witness(chain)
+    watch = TenantBudgetWatch(AuditRepository(chain.db), AUDIT_KEY, SystemClock(), chain.witness)
+    for _ in range(3):  # three reads of the same chain, many requests
+        for _ in range(5):
+            with pytest.raises(GatewayError) as unverifiable:
+                await watch.budget_of("acme")
+        await asyncio.sleep(0.55)
+    assert unverifiable.value.code == "budgets-unverifiable"
+    assert unverifiable.value.retry_after_s == 1.0
+    said = [r for r in caplog.records if r.name == "leasegate.proxy"]
+    assert [r.getMessage() for r in said] == [
+        "tenant budgets unverifiable: refusing every tenant until the chain verifies"
+    ]
+    assert said[0].chain == "corrupt: behind-witness at seq 4"  # type: ignore[attr-defined]
+
+    # the operator accepts the restore (docs/operations.md: the witness is reset), and the
+    # proxy serves again by itself, without a restart
+    client = aioredis.from_url(redis_url)
+    try:
+        await client.delete(witness_key(redis_prefix))
+    finally:
+        await client.aclose()
+    await asyncio.sleep(1.05)
+    assert await watch.budget_of("acme") is None
+    assert watch.verified
+    assert caplog.records[-1].getMessage() == "tenant budgets verified again"

@@ -10,6 +10,8 @@ import contextlib
 import json
 import logging
 import os
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from leasegate.core.records import EvidenceRow
 from leasegate.db import Store
-from leasegate.proxy.evidence import DEAD_LETTER_EVENT, EvidenceSink
+from leasegate.proxy.evidence import DEAD_LETTER_EVENT, STALL_S, EvidenceSink
 from leasegate.proxy.evidence_metrics import EvidenceMetrics
 from leasegate.proxy.evidence_spill import SpillFile
 from leasegate.web.logs import JsonFormatter
@@ -239,3 +241,128 @@ async def test_a_successor_process_replays_its_predecessors_spill(
 
     assert sorted(await written_ids(store)) == sorted(r.request_id for r in rows(50))
     assert await asyncio.to_thread(spill_files, tmp_path) == []
+
+
+def _lines_on_disk(root: Path) -> int:
+    """Rows in the spill files as another process would read them (after a kill -9)."""
+    return sum(path.read_bytes().count(b"\n") for path in spill_files(root))
+
+
+async def _until(check: Callable[[], bool], within_s: float) -> float:
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < within_s, f"not within {within_s} s"
+        await asyncio.sleep(0.005)
+    return time.monotonic() - started
+
+
+@pytest.mark.postgres
+async def test_rows_of_a_refused_database_reach_the_spill_file_within_a_flush_interval(
+    tmp_path: Path,
+) -> None:
+    """Far below the memory bound: a database that refuses connections sends every waiting
+    row to disk by the next flush, and every later row straight there, so a process killed
+    now loses none of them."""
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/nowhere"
+    down = Store.connect(url)
+    sink = EvidenceSink(down, flush_interval_s=0.05, spill=SpillFile.open(tmp_path, url))
+    sink.start()
+    try:
+        for row in rows(20):
+            sink.add(row)
+        await _until(lambda: _lines_on_disk(tmp_path) == 20, within_s=2)
+        for row in rows(10, prefix="later"):
+            sink.add(row)
+            assert _lines_on_disk(tmp_path) > 20  # written through at once
+        await _until(lambda: _lines_on_disk(tmp_path) == 30, within_s=0.2)
+    finally:
+        await sink.stop(drain_s=0.1)
+        await down.close()
+
+
+@pytest.mark.postgres
+async def test_rows_of_a_hanging_database_reach_the_spill_file_after_the_stall_time(
+    tmp_path: Path,
+) -> None:
+    """A database that accepts connections and never answers: once a batch has been
+    unfinished for `STALL_S`, its rows and every later one are on disk."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        await reader.read()
+
+    silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{silent.sockets[0].getsockname()[1]}/x"
+    down = Store.connect(url)
+    sink = EvidenceSink(down, flush_interval_s=0.05, spill=SpillFile.open(tmp_path, url))
+    sink.start()
+    try:
+        for row in rows(20):
+            sink.add(row)
+        took = await _until(lambda: _lines_on_disk(tmp_path) == 20, within_s=STALL_S + 1)
+        assert took >= STALL_S - 0.1
+        sink.add(replace(BASE, request_id="later"))
+        assert _lines_on_disk(tmp_path) == 21
+    finally:
+        await sink.stop(drain_s=0.1)
+        await down.close()
+        silent.close()
+        for writer in accepted:
+            writer.close()
+        await silent.wait_closed()
+
+
+async def test_a_database_that_takes_every_batch_leaves_the_spill_file_untouched(
+    store: Store, tmp_path: Path
+) -> None:
+    """(A stall time no write reaches even on a loaded machine: a write slower than the
+    default 1 s would copy its rows to disk, by design.)"""
+    url = str(store.db.engine.url.render_as_string(hide_password=False))
+    sink = EvidenceSink(
+        store, flush_interval_s=0.01, spill=SpillFile.open(tmp_path, url), stall_s=60
+    )
+    sink.start()
+    try:
+        for batch in range(10):
+            for row in rows(50, prefix=f"b{batch}"):
+                sink.add(row)
+            await asyncio.sleep(0.02)
+        assert await sink.drain(within_s=10)
+        assert len(await written_ids(store)) == 500
+        assert _lines_on_disk(tmp_path) == 0
+        assert all(path.stat().st_size == 0 for path in spill_files(tmp_path))
+    finally:
+        await sink.stop(drain_s=1)
+
+
+@pytest.mark.postgres
+async def test_a_batch_in_flight_when_the_writer_stops_is_kept_for_the_successor(
+    tmp_path: Path,
+) -> None:
+    """The database hangs; the writer is stopped while a batch write is still waiting on it
+    (before the stall time): the drain gives up, and that batch too lands in the spill file."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        await reader.read()
+
+    silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{silent.sockets[0].getsockname()[1]}/x"
+    down = Store.connect(url)
+    sink = EvidenceSink(down, flush_interval_s=0.05, spill=SpillFile.open(tmp_path, url))
+    sink.start()
+    try:
+        for row in rows(20):
+            sink.add(row)
+        await asyncio.sleep(0.2)  # the first batch is in flight, nothing on disk yet
+        assert _lines_on_disk(tmp_path) == 0
+        await sink.stop(drain_s=0.2)
+        assert _lines_on_disk(tmp_path) == 20
+    finally:
+        await down.close()
+        silent.close()
+        for writer in accepted:
+            writer.close()
+        await silent.wait_closed()

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from leasegate.db import Store
 from leasegate.demo.upstream import MockUpstream, Reply
+from leasegate.kv.keys import circuit_key, pair_key, slots_key
 from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
 from tests.fixtures.processes import start_processes
 from tests.fixtures.servers import local_client
@@ -55,6 +56,8 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
                 ) as response:
                     chunks = response.aiter_raw()
                     received += await anext(chunks)
+                    # the key names are right: the stream's slot is counted while it runs
+                    assert await _slots_held(stores_env) in (None, 1)
                     process.send_signal(signal.SIGTERM)
                     sent = time.monotonic()
                     async for chunk in chunks:  # ended by the gateway, in the provider's shape
@@ -76,11 +79,24 @@ async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(
     assert rows[0].stream is True
     assert (rows[0].outcome, rows[0].qualifying, rows[0].scope) == ("gateway-shutdown", False, None)
     if "redis_url" in stores_env:
+        assert await _slots_held(stores_env) == 0  # the request slot was given back
+        prefix = stores_env["redis_prefix"]
         redis = Redis.from_url(stores_env["redis_url"])
         try:
-            slots = await redis.zcard(f"{stores_env['redis_prefix']}:slots:openai-main")
-            health = await redis.keys(f"{stores_env['redis_prefix']}:health:*")
+            health = await redis.exists(
+                circuit_key(prefix, "openai-main"), pair_key(prefix, "openai-main", "gpt-4o")
+            )
         finally:
             await redis.aclose()
-        assert slots == 0  # the request slot was given back
-        assert health == []  # not a health failure
+        assert health == 0  # not a health failure
+
+
+async def _slots_held(stores_env: StoresEnv) -> int | None:
+    """The account's request slots in Redis; None in embedded mode (nothing to read)."""
+    if "redis_url" not in stores_env:
+        return None
+    redis = Redis.from_url(stores_env["redis_url"])
+    try:
+        return int(await redis.zcard(slots_key(stores_env["redis_prefix"], "openai-main")))
+    finally:
+        await redis.aclose()

@@ -22,6 +22,7 @@ from tests.fixtures.services import production_stores
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 DEADLINE_S = 1.0
+BODY_TOTAL_S = 2.0
 GIVE_UP_S = 20.0
 """How long a test waits for the server to act: far beyond the deadline, far below what a
 slowloris client would keep the connection for without one."""
@@ -45,6 +46,7 @@ async def services(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
             extra={
                 "LEASEGATE_HEADER_READ_TIMEOUT_S": str(DEADLINE_S),
                 "LEASEGATE_BODY_IDLE_TIMEOUT_S": str(DEADLINE_S),
+                "LEASEGATE_BODY_TOTAL_TIMEOUT_S": str(BODY_TOTAL_S),
             },
             **stores,
         )
@@ -142,6 +144,42 @@ async def test_a_body_shorter_than_its_content_length_gets_408(
             "request-timeout",
             False,
         )
+
+
+@pytest.mark.parametrize("service", ["control-plane", "proxy"])
+async def test_a_trickled_body_is_cut_at_the_total_deadline(
+    services: dict[str, str], service: str
+) -> None:
+    """One byte every 0.3 s never lets the idle deadline (1 s) expire; the total one (2 s)
+    answers 408 with the envelope and closes the connection, while the client still sends."""
+    minted = await _mint(services["control-plane"])
+    if service == "control-plane":
+        head = b"POST /control/v2/keys HTTP/1.1\r\nAuthorization: Bearer " + CONTROL_TOKEN.encode()
+    else:
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer "
+        head += minted["key"].encode()
+    reader, writer = await _open(services[service])
+    writer.write(
+        head + b"\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    )
+    trickling = asyncio.create_task(_trickle(writer, [b" "] * 1000, 0.3))
+    started = asyncio.get_running_loop().time()
+    try:
+        answer = await _read_all(reader)
+    finally:
+        trickling.cancel()
+        writer.close()
+    took = asyncio.get_running_loop().time() - started
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert BODY_TOTAL_S - 0.1 <= took < BODY_TOTAL_S + 5, took
+    assert _header(answer, b"connection") == "close"
+    error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert error["code"] == "request-timeout"
+    assert f"{BODY_TOTAL_S:g} s" in error["message"]
+    if service == "proxy":
+        row = await _evidence(services["control-plane"], minted["mint_decision_id"])
+        assert row["request_id"] == _header(answer, b"x-leasegate-request-id")
+        assert (row["outcome"], row["refusal_reason"]) == ("refused", "request-timeout")
 
 
 async def test_a_normal_request_is_unaffected(services: dict[str, str]) -> None:

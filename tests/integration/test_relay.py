@@ -80,6 +80,25 @@ async def test_blackhole_holds_bytes_and_pass_delivers_them(echo: int) -> None:
         new_writer.close()
 
 
+async def test_freeze_silences_the_open_connections_only(echo: int) -> None:
+    async with tcp_relay("127.0.0.1", echo) as relay:
+        old_reader, old_writer = await connect(relay)
+        assert await roundtrip(old_reader, old_writer, b"before") == b"before"
+
+        relay.mode = "freeze"
+        old_writer.write(b"held")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(old_reader.read(1), timeout=QUIET_S)
+        new_reader, new_writer = await connect(relay)
+        assert await roundtrip(new_reader, new_writer, b"new") == b"new"
+        assert relay.connections == 2  # the frozen one is still open
+
+        relay.mode = "pass"
+        assert await asyncio.wait_for(old_reader.readexactly(4), timeout=5) == b"held"
+        old_writer.close()
+        new_writer.close()
+
+
 async def test_refuse_closes_open_and_new_connections(echo: int) -> None:
     async with tcp_relay("127.0.0.1", echo) as relay:
         reader, writer = await connect(relay)

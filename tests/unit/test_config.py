@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
+from leasegate.cli.main import check_server
+from leasegate.cli.startup import warn_per_process_console_key
 from leasegate.config import ConfigError, load_config
 
 GOOD_ACCOUNT = """
@@ -171,3 +174,38 @@ def test_unknown_leasegate_variables_are_reported_but_credentials_are_not() -> N
         }
     )
     assert config.unknown_variables == ("LEASEGATE_REDIS_ULR",)
+
+
+_PRODUCTION = {"LEASEGATE_REDIS_URL": "redis://127.0.0.1:6379/0", "LEASEGATE_CONTROL_TOKEN": "t"}
+
+
+@pytest.mark.parametrize("command", ["control-plane", "proxy"])
+def test_a_server_needs_redis(command: str) -> None:
+    with pytest.raises(ConfigError, match=r"^LEASEGATE_REDIS_URL: required"):
+        check_server(command, 1, load_config({}).settings)
+
+
+def test_control_plane_workers_without_a_console_secret_refuse_to_start() -> None:
+    """Each worker would sign console sessions with a key of its own: half the console's
+    requests would bounce to sign-in. One process, or a shared secret, is fine."""
+    settings = load_config(_PRODUCTION).settings
+    with pytest.raises(ConfigError, match=r"^LEASEGATE_CONSOLE_SECRET: required with --workers"):
+        check_server("control-plane", 2, settings)
+    check_server("control-plane", 1, settings)
+    check_server("proxy", 2, settings)  # the proxy has no console
+    shared = load_config({**_PRODUCTION, "LEASEGATE_CONSOLE_SECRET": "s" * 32}).settings
+    check_server("control-plane", 2, shared)
+
+
+def test_a_control_plane_without_a_console_secret_warns_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Replicas cannot be seen from inside a process: the warning names the setting."""
+    with caplog.at_level(logging.WARNING, logger="leasegate.cli"):
+        warn_per_process_console_key(load_config(_PRODUCTION))
+        assert "LEASEGATE_CONSOLE_SECRET is unset" in caplog.text
+        caplog.clear()
+        warn_per_process_console_key(
+            load_config({**_PRODUCTION, "LEASEGATE_CONSOLE_SECRET": "s" * 32})
+        )
+        assert caplog.text == ""

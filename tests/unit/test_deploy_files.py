@@ -19,12 +19,19 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from leasegate.accounts import parse_accounts
-from leasegate.config import Settings
+from leasegate.cli.main import check_server
+from leasegate.config import Settings, load_config
+from tests.fixtures.deploy_files import documented_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"
-KUBERNETES_VERSION = "1.37.0"  # the schemas bundled with the pinned kubernetes-validate
+KUBERNETES_VERSION = "1.37.0"  # the newest schemas bundled with the pinned kubernetes-validate
+DEPLOYMENT_DOC = (ROOT / "docs" / "deployment.md").read_text()
+_OLDEST = re.search(r"Kubernetes (1\.\d+) or later", DEPLOYMENT_DOC)
+assert _OLDEST is not None, "docs/deployment.md names the oldest Kubernetes it supports"
+OLDEST_KUBERNETES = f"{_OLDEST.group(1)}.0"
+SPILL = "LEASEGATE_EVIDENCE_SPILL_PATH"
 SECRET_VARIABLES = re.compile(r"LEASEGATE_(DATABASE_URL|REDIS_URL|.*TOKENS?|AUDIT_KEY|CRED_.*)")
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
@@ -77,8 +84,9 @@ def test_compose_secrets_come_from_an_uncommitted_env_file(compose: dict[str, An
     env_files = {
         entry["path"] for s in compose["services"].values() for entry in s.get("env_file", ())
     }
-    assert env_files == {"./leasegate.env"}
-    assert "deploy/leasegate.env" in (ROOT / ".gitignore").read_text().splitlines()
+    assert env_files == {"./leasegate.env", "./postgres.env"}
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert {"deploy/leasegate.env", "deploy/postgres.env"} <= set(ignored)
     for service in compose["services"].values():
         for name in service.get("environment", {}):
             assert not SECRET_VARIABLES.fullmatch(name), f"{name} is a literal in compose.yaml"
@@ -93,6 +101,46 @@ def test_compose_secrets_come_from_an_uncommitted_env_file(compose: dict[str, An
 def test_compose_accounts_file_is_valid() -> None:
     registry = parse_accounts(_yaml(DEPLOY / "compose" / "accounts.yaml"), set())
     assert all(a.base_url.startswith("http://demo-upstream:") for a in registry.accounts)
+
+
+def _env_example(name: str) -> dict[str, str]:
+    lines = (DEPLOY / name).read_text().splitlines()
+    pairs = (line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    return {key: value for key, value in pairs}
+
+
+def test_postgres_receives_only_its_own_variables(compose: dict[str, Any]) -> None:
+    (postgres_env,) = compose["services"]["postgres"]["env_file"]
+    assert postgres_env["path"] == "./postgres.env"
+    assert set(_env_example("postgres.env.example")) == {"POSTGRES_PASSWORD"}
+    gateway = _env_example("leasegate.env.example")
+    assert not [name for name in gateway if name.startswith("POSTGRES_")]
+    password = _env_example("postgres.env.example")["POSTGRES_PASSWORD"]
+    assert f":{password}@" in gateway["LEASEGATE_DATABASE_URL"]  # the two files agree
+
+
+@pytest.mark.parametrize("name", ["control-plane", "proxy"])
+def test_compose_servers_pass_their_start_up_checks(compose: dict[str, Any], name: str) -> None:
+    """The settings each server gets (the example env file and its `environment:`) pass the
+    checks `leasegate` runs before it serves, with the service's own `--workers`."""
+    service = compose["services"][name]
+    env = {**_env_example("leasegate.env.example"), **service.get("environment", {})}
+    del env["LEASEGATE_ACCOUNTS_FILE"]  # a path inside the container
+    command = service["command"]
+    workers = int(command[command.index("--workers") + 1])
+    check_server(command[0], workers, load_config(env).settings)
+
+
+def test_compose_proxies_spill_evidence_onto_a_volume(compose: dict[str, Any]) -> None:
+    proxy = compose["services"]["proxy"]
+    path = proxy["environment"][SPILL]
+    volumes = {v["target"]: v for v in proxy["volumes"]}
+    assert volumes[path]["type"] == "volume"
+    assert volumes[path]["source"] in compose["volumes"]
+    assert "/etc/leasegate/accounts.yaml" in volumes  # the anchor's mount is kept
+    dockerfile = DockerfileParser(path=str(DEPLOY / "Dockerfile"))
+    final = " ".join(step["value"] for step in _final_stage(dockerfile))
+    assert f"install -d -o 10001 -g 10001 -m 0750 {path}" in final  # the volume's owner
 
 
 # --- kubernetes --------------------------------------------------------------------------
@@ -121,11 +169,93 @@ def test_kustomization_lists_every_manifest() -> None:
     assert kustomization["images"][0]["newTag"] == VERSION
 
 
+@pytest.mark.parametrize("version", [OLDEST_KUBERNETES, KUBERNETES_VERSION])
 @pytest.mark.parametrize(("name", "document"), list(_manifests()), ids=lambda v: str(v)[:40])
-def test_every_manifest_is_valid_for_the_pinned_kubernetes(
-    name: str, document: dict[str, Any]
+def test_every_manifest_is_valid_for_the_kubernetes_versions_the_docs_name(
+    name: str, document: dict[str, Any], version: str
 ) -> None:
-    kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+    kubernetes_validate.validate(document, version, strict=True)
+
+
+def test_pre_stop_sleep_is_on_by_default_on_the_oldest_kubernetes_named() -> None:
+    """The `sleep` action is beta and on by default from 1.30 (alpha, off, in 1.29: the API
+    server drops the field and the pod gets no pause before SIGTERM)."""
+    assert tuple(int(p) for p in OLDEST_KUBERNETES.split(".")[:2]) >= (1, 30)
+    for name in ("leasegate-control-plane", "leasegate-proxy"):
+        (container,) = _deployment(name)["spec"]["template"]["spec"]["containers"]
+        assert container["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
+
+
+def test_the_image_is_a_placeholder_set_in_one_kustomize_entry() -> None:
+    kustomization = _yaml(KUBERNETES / "kustomization.yaml")
+    (entry,) = kustomization["images"]
+    images = {c["image"] for _, doc in _manifests() for c in _containers(doc)}
+    assert images == {entry["name"]}  # every container's image is rewritten by the entry
+    assert entry["newName"].startswith("registry.example.com/")
+    assert "kustomize edit set image leasegate=" in DEPLOYMENT_DOC
+
+
+def _secret_env(container: dict[str, Any]) -> dict[str, str]:
+    """Each variable taken from the Secret `leasegate`, and its key."""
+    return {
+        e["name"]: e["valueFrom"]["secretKeyRef"]["key"]
+        for e in container.get("env", ())
+        if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "leasegate"
+    }
+
+
+def test_servers_take_the_audit_key_and_the_console_secret_from_the_secret() -> None:
+    """Without the audit key a proxy reads a signed chain as corrupt and enforces no tenant
+    budget; without one console secret the control-plane replicas refuse each other's
+    sessions. Every key they read is one the documented `kubectl create secret` creates."""
+    documented = set(documented_secrets()["leasegate"])
+    for _, document in _manifests():
+        for container in _containers(document):
+            assert set(_secret_env(container).values()) <= documented
+    (proxy,) = _deployment("leasegate-proxy")["spec"]["template"]["spec"]["containers"]
+    assert _secret_env(proxy)["LEASEGATE_AUDIT_KEY"] == "audit-key"
+    control = _deployment("leasegate-control-plane")
+    assert control["spec"]["replicas"] > 1
+    (container,) = control["spec"]["template"]["spec"]["containers"]
+    assert _secret_env(container)["LEASEGATE_AUDIT_KEY"] == "audit-key"
+    assert _secret_env(container)["LEASEGATE_CONSOLE_SECRET"] == "console-secret"
+
+
+def test_kubernetes_proxies_spill_evidence_onto_a_volume() -> None:
+    pod = _deployment("leasegate-proxy")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volume = mounts[env[SPILL]]
+    assert "emptyDir" in {v["name"]: v for v in pod["volumes"]}[volume]
+    assert pod["securityContext"]["fsGroup"] == 10001
+
+
+def test_the_migrate_job_re_apply_is_documented() -> None:
+    (job,) = _by_kind("Job")
+    assert job["metadata"]["name"] == "leasegate-migrate"
+    again = "kubectl delete job leasegate-migrate --ignore-not-found && kubectl apply -k"
+    assert again in (KUBERNETES / "migrate-job.yaml").read_text()
+    assert again in DEPLOYMENT_DOC
+
+
+@pytest.mark.parametrize("unit", ["leasegate-control-plane.service", "leasegate-proxy@.service"])
+def test_systemd_servers_pass_their_start_up_checks(unit: str) -> None:
+    """production.env.example (the units' EnvironmentFile) and each unit's own --workers."""
+    text = (DEPLOY / "systemd" / unit).read_text()
+    (command,) = re.findall(r"^ExecStart=\S+/leasegate (.+)$", text, re.M)
+    args = command.replace("%i", "8081").split()
+    env = _env_example("production.env.example")
+    del env["LEASEGATE_ACCOUNTS_FILE"]  # a path on the host
+    check_server(args[0], int(args[args.index("--workers") + 1]), load_config(env).settings)
+
+
+def test_systemd_proxies_spill_evidence_into_their_state_directory() -> None:
+    unit = (DEPLOY / "systemd" / "leasegate-proxy@.service").read_text()
+    (path,) = re.findall(rf"^Environment={SPILL}=(\S+)$", unit, re.M)
+    (state,) = re.findall(r"^StateDirectory=(\S+)$", unit, re.M)
+    assert path == f"/var/lib/{state}"
+    assert re.search(r"^User=\S+$", unit, re.M)  # one dynamic user for every replica
 
 
 def test_kubernetes_has_every_part() -> None:

@@ -45,6 +45,7 @@ def _built(tmp_path: Path, database_url: str, **extra: str) -> tuple[str, set[st
         "LEASEGATE_CRED_OPENAI_MAIN": "sk-test",
         "LEASEGATE_DATABASE_URL": database_url,
         "LEASEGATE_REDIS_URL": "redis://127.0.0.1:6379/0",
+        "LEASEGATE_EVIDENCE_SPILL_PATH": str(tmp_path / "spill"),
         **extra,
     }
     done = subprocess.run(  # noqa: S603 - this interpreter, a fixed script

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from leasegate.core.observation import Observation
+from leasegate.core.retry_after import retry_after_seconds
 from leasegate.upstream.clients import send_error
 from leasegate.upstream.errors import (
     BodyFailed,
@@ -25,7 +26,6 @@ from leasegate.upstream.errors import (
 from leasegate.upstream.failures import (
     error_fields,
     response_observation,
-    retry_after_seconds,
     send_failure,
     stream_failure,
     stream_observation,

@@ -27,12 +27,14 @@ from leasegate.client.records import (
     Minted,
     PassOver,
 )
+from leasegate.wire import Budget
 
 __all__ = [
     "TRANSPORT_FAILURES",
     "Account",
     "Accounts",
     "AsyncControlClient",
+    "Budget",
     "Call",
     "ControlClient",
     "ControlUnreachable",

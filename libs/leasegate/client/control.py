@@ -66,7 +66,8 @@ def _awaited(
 
 
 class ControlClient:
-    """Blocking client. `token` is the control token (an admin token for `set_account_state`)."""
+    """Blocking client. `token` is the control token (an admin token for `set_account_state`,
+    `audit`, `tenants` and `set_tenant_budget`)."""
 
     def __init__(
         self,
@@ -97,6 +98,10 @@ class ControlClient:
     accounts = _blocking(wire.accounts)
     account = _blocking(wire.account)
     set_account_state = _blocking(wire.set_account_state)
+    audit = _blocking(wire.audit)
+    tenants = _blocking(wire.tenants)
+    set_tenant_budget = _blocking(wire.set_tenant_budget)
+    usage = _blocking(wire.usage)
 
     def close(self) -> None:
         self._http.close()
@@ -147,6 +152,10 @@ class AsyncControlClient:
     accounts = _awaited(wire.accounts)
     account = _awaited(wire.account)
     set_account_state = _awaited(wire.set_account_state)
+    audit = _awaited(wire.audit)
+    tenants = _awaited(wire.tenants)
+    set_tenant_budget = _awaited(wire.set_tenant_budget)
+    usage = _awaited(wire.usage)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -31,6 +31,7 @@ from leasegate.client.errors import ProxyFailure
 from leasegate.client.failures import Verdict, classify_failure
 from leasegate.client.leases import Citation, Deadline, Identity, Leases
 from leasegate.client.records import DispatchResult
+from leasegate.wire import Budget
 
 T = TypeVar("T")
 
@@ -65,6 +66,7 @@ class Dispatch(Generic[T]):
         model: str,
         role: str | None = None,
         ttl_s: int | None = None,
+        budget: Budget | None = None,
         deadline_s: float = 120.0,
         renew_within_s: float = 60.0,
         request_timeout_s: float = 10.0,
@@ -77,7 +79,8 @@ class Dispatch(Generic[T]):
         wall: Callable[[], datetime] = _utcnow,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        """`deadline_s` bounds the whole run, every wait and request included.
+        """`budget`: the dispatch's spend ceiling, sent with every mint of its chain.
+        `deadline_s` bounds the whole run, every wait and request included.
         `renew_within_s`: renew the key before a call when it expires sooner than this.
         `same_account_retries`: how many times a transient failure (`Verdict.transient`: a
         5xx, a 429 with a `Retry-After`, a reset before any response byte) is retried on the
@@ -88,7 +91,7 @@ class Dispatch(Generic[T]):
         default, set it to resume a run that crashed mid-mint."""
         self.control = control
         self.proxy_url = proxy_url.rstrip("/")
-        self.identity = Identity(tenant, dispatch_id, model, role, ttl_s)
+        self.identity = Identity(tenant, dispatch_id, model, role, ttl_s, budget)
         self.deadline_s = deadline_s
         self.renew_within_s = renew_within_s
         self.request_timeout_s = request_timeout_s

@@ -24,6 +24,7 @@ from leasegate.client.errors import (
 )
 from leasegate.client.records import DecisionKind, Evidence, Link, Minted
 from leasegate.client.wire import Operation
+from leasegate.wire import Budget
 
 T = TypeVar("T")
 # held refusals that waiting does not cure for this run: the ceiling, or someone else's lease
@@ -38,6 +39,7 @@ class Identity:
     model: str
     role: str | None
     ttl_s: int | None
+    budget: Budget | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,7 @@ class Leases:
             ident.model,
             role=ident.role,
             ttl_s=ident.ttl_s,
+            budget=ident.budget,
             retry_of_mint_decision_id=citation.decision_id
             if citation is not None and citation.kind == "retry"
             else None,

@@ -7,18 +7,28 @@ and reading its answer are pure; `ControlClient` and `AsyncControlClient` only m
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from decimal import Decimal
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 from leasegate.client import parse
 from leasegate.client.errors import GatewayRefusal, Held, ProtocolError, Rejected
 from leasegate.client.records import Accounts, Decision, Evidence, KeyInfo, Minted
 from leasegate.core.records import AdminState
-from leasegate.wire import ErrorBody
+from leasegate.core.retry_after import retry_after_seconds
+from leasegate.wire import (
+    AccountStateChanged,
+    AuditReport,
+    Budget,
+    ErrorBody,
+    TenantBudgetChanged,
+    Tenants,
+    UsageReport,
+    money,
+)
 
 T = TypeVar("T")
 PREFIX = "/control/v2"
@@ -51,6 +61,7 @@ def mint(
     ttl_s: int | None = None,
     retry_of_mint_decision_id: str | None = None,
     supersedes_mint_decision_id: str | None = None,
+    budget: Budget | None = None,
     idempotency_key: str | None = None,
 ) -> Operation[Minted]:
     body: dict[str, object] = {"tenant": tenant, "dispatch_id": dispatch_id, "model": model}
@@ -59,6 +70,7 @@ def mint(
         "ttl_s": ttl_s,
         "retry_of_mint_decision_id": retry_of_mint_decision_id,
         "supersedes_mint_decision_id": supersedes_mint_decision_id,
+        "budget": budget.model_dump(mode="json", exclude_none=True) if budget else None,
     }
     body.update({name: value for name, value in optional.items() if value is not None})
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
@@ -135,7 +147,9 @@ def set_account_state(
     expected_revision: int,
     reason: str,
     on_behalf_of: str | None = None,
-) -> Operation[Accounts]:
+) -> Operation[AccountStateChanged]:
+    """`POST /accounts/{id}/state` (admin token): the account as it is now, the keys the
+    change revoked and the audit record it appended."""
     body = {
         "state": state,
         "expected_revision": expected_revision,
@@ -145,8 +159,74 @@ def set_account_state(
     return Operation(
         "POST",
         f"{PREFIX}/accounts/{_segment(account_id)}/state",
-        lambda _s, b: parse.accounts(b),
+        lambda _s, b: AccountStateChanged.model_validate(b),
         body=body,
+    )
+
+
+def audit() -> Operation[AuditReport]:
+    """`GET /audit`: the admin chain verified (admin token)."""
+    return Operation("GET", f"{PREFIX}/audit", lambda _s, b: AuditReport.model_validate(b))
+
+
+def tenants() -> Operation[Tenants]:
+    """`GET /tenants`: every budgeted tenant with its spend this period (admin token)."""
+    return Operation("GET", f"{PREFIX}/tenants", lambda _s, b: Tenants.model_validate(b))
+
+
+def set_tenant_budget(
+    tenant: str,
+    *,
+    expected_revision: int,
+    reason: str,
+    period: Literal["day", "month"] | None = None,
+    max_tokens: int | None = None,
+    max_cost: Decimal | None = None,
+    clear: bool = False,
+    on_behalf_of: str | None = None,
+) -> Operation[TenantBudgetChanged]:
+    """`POST /tenants/{tenant}/budget`: a `period` and at least one bound, or `clear=True`
+    alone (admin token). The tenant may contain `/`: it is part of the path as it is."""
+    body: dict[str, object] = {
+        "expected_revision": expected_revision,
+        "reason": reason,
+        "on_behalf_of": on_behalf_of,
+    }
+    if clear:
+        body["clear"] = True
+    else:
+        body.update(
+            period=period,
+            max_tokens=max_tokens,
+            max_cost=money(max_cost),
+        )
+    return Operation(
+        "POST",
+        f"{PREFIX}/tenants/{quote(tenant, safe='/')}/budget",
+        lambda _s, b: TenantBudgetChanged.model_validate(b),
+        body=body,
+    )
+
+
+def usage(
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    group_by: Sequence[str] = ("account", "model"),
+    limit: int = 100,
+    offset: int = 0,
+) -> Operation[UsageReport]:
+    """`GET /usage`: one page of tokens, cost and requests per group (`next_offset` names the
+    next page). Without `since`: today (UTC) so far."""
+    params: dict[str, str | int] = {"group_by": ",".join(group_by), "limit": limit}
+    if offset:
+        params["offset"] = offset
+    if since is not None:
+        params["since"] = since.isoformat()
+    if until is not None:
+        params["until"] = until.isoformat()
+    return Operation(
+        "GET", f"{PREFIX}/usage", lambda _s, b: UsageReport.model_validate(b), params=params
     )
 
 
@@ -185,8 +265,8 @@ class FailedAnswer:
 def failed_answer(error: object, headers: Mapping[str, str] | None) -> FailedAnswer:
     """Read an error object (the `error` of a body, or a whole body that has none) and the
     answer's headers. Only the gateway's envelope carries a `disposition`; it is read with its
-    model. A wait is the envelope's, else the headers' (`retry_after_header`)."""
-    wait = retry_after_header(headers) if headers is not None else None
+    model. A wait is the envelope's, else the headers' (`retry_after_seconds`)."""
+    wait = retry_after_seconds(headers) if headers is not None else None
     fallback = headers.get(CONTEXT_FALLBACK_HEADER) if headers is not None else None
     if not isinstance(error, Mapping):
         return FailedAnswer(None, "", False, wait, fallback)
@@ -226,7 +306,7 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
         disposition=body.disposition,
         retry_after_s=float(retry_after)
         if retry_after is not None
-        else retry_after_header(headers),
+        else retry_after_seconds(headers),
         passed_over=tuple(body.passed_over),
         cooldown_scope=body.cooldown_scope,
         mint_decision_id=body.mint_decision_id,
@@ -236,19 +316,3 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
 
 CONTEXT_FALLBACK_HEADER = "x-leasegate-context-fallback"
 """On an upstream's context-length error: the requested model a hop may switch to."""
-
-
-def retry_after_header(headers: Mapping[str, str]) -> float | None:
-    """`retry-after-ms` (OpenAI's, sub-second) else `Retry-After`, in seconds (the gateway
-    sends delta-seconds, never a date; an upstream's date is not read)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        if raw is None:
-            continue
-        try:
-            seconds = float(raw) * scale
-        except ValueError:
-            continue
-        if math.isfinite(seconds) and seconds >= 0:
-            return seconds
-    return None

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
+
+DEFAULT_EVIDENCE_SPILL_PATH = Path("leasegate-spill")
+"""The evidence spill directory of production mode when none is set: relative to the working
+directory (`/tmp/leasegate-spill` in the image, whose working directory is `/tmp`)."""
 
 _TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
@@ -39,6 +43,10 @@ class Settings(BaseSettings):
     """Opening a Redis connection."""
     redis_command_timeout_s: PositiveSeconds = 2.0
     """One Redis command's reply."""
+    subscription_heartbeat_s: Annotated[float, Field(gt=0, le=10)] = 0.5
+    """A PING on each Redis subscription (revocations, health news) this often; one that
+    hears nothing for three of them is replaced (a revoked key is then refused within about
+    three heartbeats and a second)."""
     accounts_file: Path | None = None
     control_token: SecretStr | None = None
     admin_tokens: Annotated[dict[str, SecretStr], NoDecode] = Field(default_factory=dict)
@@ -56,6 +64,9 @@ class Settings(BaseSettings):
     first_token_timeout_s: PositiveSeconds = 120.0
     """Reasoning models send nothing that answers while they think: see upstream-failures.md."""
     stream_idle_timeout_s: PositiveSeconds = 60.0
+    stream_usage_grace_s: Annotated[float, Field(ge=0, le=60)] = 5.0
+    """How long a stream whose caller hung up after the answer ended is read on for its
+    usage (OpenAI's comes after the finish); 0: not at all (the usage is then estimated)."""
     upstream_max_connections: int = Field(default=256, ge=1)
     """Default size of each account's own connection pool."""
     upstream_pool_timeout_s: PositiveSeconds = 5.0
@@ -68,6 +79,9 @@ class Settings(BaseSettings):
     connection opened); then 408 and the connection is closed."""
     body_idle_timeout_s: Annotated[float, Field(gt=0, le=300)] = 30.0
     """A request body that stops arriving for this long is answered 408."""
+    body_total_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    """A request body must be complete this long after the request's headers, however it
+    trickles in; then 408 and the connection is closed."""
     max_forwarded_header_bytes: int = Field(default=8192, ge=256)
     """Cap on the caller headers the proxy forwards upstream, in total; over it: 431."""
     key_cache_ttl_s: PositiveSeconds = 60.0
@@ -78,10 +92,12 @@ class Settings(BaseSettings):
     plane (whole partitions on Postgres); unset keeps it forever."""
     evidence_memory_rows: int = Field(default=100_000, ge=1)
     """Unwritten evidence rows held in memory; past this they go to the spill file."""
-    evidence_spill_path: Path | None = None
-    """Directory for the evidence spill file; unset: past the memory bound the oldest go."""
+    evidence_spill_path: Path | Literal["off"] | None = None
+    """Directory for the evidence spill files (`evidence_spill_dir`); `off`: none at all."""
     evidence_durable_timeout_s: PositiveSeconds = 2.0
     """How long a qualifying failure's row may hold its response while it is written."""
+    spend_reconcile_interval_s: PositiveSeconds = 60.0
+    """How often the control plane brings each running spend total back to evidence."""
     shutdown_drain_s: PositiveSeconds = 10.0
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
     console_secret: SecretStr | None = None
@@ -143,6 +159,16 @@ class Settings(BaseSettings):
         if self.base_cooldown_s > self.max_cooldown_s:
             raise ValueError("LEASEGATE_BASE_COOLDOWN_S must not exceed LEASEGATE_MAX_COOLDOWN_S")
         return self
+
+    @property
+    def evidence_spill_dir(self) -> Path | None:
+        """The evidence spill directory in use: the one set; unset, `DEFAULT_EVIDENCE_SPILL_PATH`
+        in production mode and none in embedded mode; none when set to `off`."""
+        if self.evidence_spill_path == "off":
+            return None
+        if self.evidence_spill_path is not None:
+            return self.evidence_spill_path
+        return DEFAULT_EVIDENCE_SPILL_PATH if self.production else None
 
     @property
     def production(self) -> bool:

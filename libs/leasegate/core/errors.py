@@ -88,6 +88,7 @@ CODES: dict[str, CodeInfo] = {
     # spend ceilings: never a health failure, never qualifying for a hop
     "dispatch-budget-exhausted": CodeInfo(402, _BUDGET, "rejected"),
     "tenant-budget-exhausted": CodeInfo(402, _BUDGET, "held"),
+    "budgets-unverifiable": CodeInfo(503, _UNAVAILABLE, "held"),
     "model-cooling": CodeInfo(503, _UNAVAILABLE, "held"),
     "circuit-open": CodeInfo(503, _UNAVAILABLE, "held"),
     "upstream-pool-exhausted": CodeInfo(503, _UNAVAILABLE, "held"),

@@ -126,3 +126,6 @@ class EvidenceRow:
     malformed_chunks: int = 0
     cost: Decimal | None = None
     """In the accounts file's currency; None where the model has no prices or no usage came."""
+    usage_estimated: bool = False
+    """The tokens (and cost) are the gateway's estimate: the stream never reported usage
+    (leasegate.providers.estimate)."""

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import event, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
@@ -230,7 +230,20 @@ class Database:
             pass
         return False
 
+    async def schema_revisions(self) -> frozenset[str]:
+        """The revisions in `alembic_version`; none when the table does not exist. Raises
+        StoreError when the database cannot be reached."""
+        async with self.connection() as connection:
+            if not await connection.run_sync(_has_version_table):
+                return frozenset()
+            rows = await connection.execute(text("SELECT version_num FROM alembic_version"))
+        return frozenset(str(row[0]) for row in rows)
+
     async def dispose(self) -> None:
         if self._pg is not None:
             await self._pg.close()
         await self.engine.dispose()
+
+
+def _has_version_table(connection: Connection) -> bool:
+    return inspect(connection).has_table("alembic_version")

@@ -39,6 +39,13 @@ a ValueError): a value the driver cannot send."""
 
 REJECTING_SQLSTATE_CLASSES = ("22", "23")
 
+MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703", "42883"})
+"""Undefined table, column, function: the database lacks a migration of this release."""
+
+SCHEMA_NOT_MIGRATED = "schema-not-migrated"
+"""The reason of a call that met a table, column or function the database does not have yet
+(`leasegate migrate` has not run for this release): logged instead of the driver's class."""
+
 
 def store_error(exc: BaseException) -> StoreError:
     """The core's error for a driver's (or SQLAlchemy's) error; its reason is the error's
@@ -50,7 +57,16 @@ def store_error(exc: BaseException) -> StoreError:
             return StoreRejected(type(inner).__name__)
     elif _refused(exc):
         return StoreRejected(type(exc).__name__)
+    if _schema_missing(exc if wrapped is None else wrapped[1]):
+        return StoreUnavailable(SCHEMA_NOT_MIGRATED)
     return StoreUnavailable(type(exc).__name__)
+
+
+def _schema_missing(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return str(exc).startswith(("no such table", "no such column", "no such function"))
+    sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, Exception) else None
+    return sqlstate in MISSING_SCHEMA_SQLSTATES
 
 
 def _refused(exc: BaseException) -> bool:

@@ -18,9 +18,7 @@ from alembic.config import Config
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-_PACKAGE = Path(__file__).resolve().parents[1]  # .../leasegate (installed or libs/leasegate)
-_BUNDLED = _PACKAGE / "_migrations"  # present in a built wheel
-_SOURCE = Path(__file__).resolve().parents[3] / "migrations"  # a source checkout
+from leasegate.db.schema import migrations_folder
 
 
 class MigrationError(Exception):
@@ -29,10 +27,10 @@ class MigrationError(Exception):
 
 def script_location() -> Path:
     """The migrations folder: the wheel's bundled copy, else the source checkout's."""
-    for candidate in (_BUNDLED, _SOURCE):
-        if (candidate / "env.py").is_file():
-            return candidate
-    raise MigrationError(f"no migrations found (looked in {_BUNDLED} and {_SOURCE})")
+    folder = migrations_folder()
+    if folder is None:
+        raise MigrationError("no migrations found (neither leasegate/_migrations nor migrations/)")
+    return folder
 
 
 def alembic_config(url: str) -> Config:

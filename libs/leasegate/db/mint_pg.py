@@ -31,7 +31,7 @@ from leasegate.db.convert import decision_values, key_values
 from leasegate.db.engine import Database
 from leasegate.db.errors import store_error
 from leasegate.db.keys_pg import get_decision
-from leasegate.db.pg_pool import ended_by_server
+from leasegate.db.pg_pool import ended_by_server, never_sent
 from leasegate.db.pg_rows import KEY_COLUMNS, key_of_row
 
 _COMMIT_MINT = "SELECT leasegate_commit_mint($1::json, $2::json, $3, $4, $5)"
@@ -75,9 +75,10 @@ async def commit_mint_pg(
         await _commit_mint(db, args)
     except StoreUnavailable as exc:
         # The server ended the backend (a restart, a failover): the mint committed before
-        # that, and is there to read, or it never will (`leasegate.db.pg_pool`). Any other
-        # lost connection may still commit later: never run again, the caller gets a 503.
-        if not ended_by_server(exc):
+        # that, and is there to read, or it never will; or asyncpg never sent it
+        # (`leasegate.db.pg_pool`). Any other lost connection may still commit later: never
+        # run again, the caller gets a 503.
+        if not (ended_by_server(exc) or never_sent(exc)):
             raise
         if await get_decision(db.pg, decision.id) is None:
             await _commit_mint(db, args)

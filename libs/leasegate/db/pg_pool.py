@@ -30,8 +30,10 @@ call may run again on a fresh connection, once:
   statement reached the server before its connection died, so the only certain case is the
   server's own FATAL `admin_shutdown` / `crash_shutdown` (SQLSTATE 57P01, 57P02): the backend
   that ran the statement is exiting, so its transaction either committed before the message
-  (and is visible to a fresh connection now) or never will. The writer reads its own outcome
-  on a fresh connection and runs the statement again only if nothing is there
+  (and is visible to a fresh connection now) or never will. The other certain case is a
+  statement asyncpg refused before sending it (`never_sent`: its protocol state was upset by a
+  FATAL that arrived while the connection sat idle). The writer reads its own outcome on a
+  fresh connection and runs the statement again only if nothing is there
   (`leasegate.db.mint_pg`). A connection closed or reset without that message (a network
   failure, a relay, a timeout) may leave the backend running the statement to its commit
   later: such a write is answered 503 `unavailable` and never retried.
@@ -79,6 +81,9 @@ _LOST: tuple[type[BaseException], ...] = (
     *_SERVER_ENDED,
     asyncpg.PostgresConnectionError,
     asyncpg.InterfaceError,
+    # the server's FATAL arrived while the connection sat idle: asyncpg then refuses the next
+    # statement before sending it ("cannot switch to state ...")
+    asyncpg.exceptions.InternalClientError,
     ConnectionResetError,
     BrokenPipeError,
 )
@@ -94,6 +99,14 @@ def ended_by_server(error: StoreError) -> bool:
         isinstance(cause, asyncpg.ConnectionDoesNotExistError)
         and isinstance(cause.__cause__, _SERVER_ENDED)
     )
+
+
+def never_sent(error: StoreError) -> bool:
+    """Whether asyncpg refused the statement before sending it: its protocol was left in
+    another state (the server's FATAL arrived while the connection sat idle), and it raises
+    `InternalClientError` ("cannot switch to state ...") before writing Bind/Execute. Nothing
+    of it reached the server, so nothing of it can commit."""
+    return isinstance(error.__cause__, asyncpg.exceptions.InternalClientError)
 
 
 def lost_connection(error: StoreError) -> bool:

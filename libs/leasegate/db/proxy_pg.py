@@ -15,14 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 
 import asyncpg
 
 from leasegate.audit.reads import ChainHead, ChainSnapshot
 from leasegate.core.ports.calls import CallObserver
 from leasegate.core.ports.errors import StoreError
+from leasegate.core.ports.spend import AccountSpend
 from leasegate.core.records import EvidenceRow, KeyRecord
-from leasegate.db import evidence_pg, keys_pg
+from leasegate.db import evidence_pg, keys_pg, spend_evidence_pg
 from leasegate.db.pg_pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
 from leasegate.db.pg_rows import ANCHOR_COLUMNS, RECORD_COLUMNS, anchor_of_row, record_of_row
 from leasegate.db.pg_url import connect_kwargs
@@ -67,6 +69,13 @@ class PgProxyStore:
     async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
         await evidence_pg.write_rows(self.pool, rows)
 
+    async def spend_evidence(
+        self, *, tenant: str | None, chain_id: str | None, since: datetime, until: datetime
+    ) -> Sequence[AccountSpend]:
+        return await spend_evidence_pg.spend_evidence(
+            self.pool, tenant=tenant, chain_id=chain_id, since=since, until=until
+        )
+
     async def read_chain(self) -> ChainSnapshot:
         async with self._snapshot() as connection:
             anchor = await connection.fetchrow(_ANCHOR)
@@ -98,6 +107,14 @@ class PgProxyStore:
         except (StoreError, TimeoutError):
             return False
         return True
+
+    async def schema_revisions(self) -> frozenset[str]:
+        """The revisions in `alembic_version`; none when the table does not exist."""
+        async with self.pool.connection() as connection:
+            if not await connection.fetchval("SELECT to_regclass('alembic_version') IS NOT NULL"):
+                return frozenset()
+            rows = await connection.fetch("SELECT version_num FROM alembic_version")
+        return frozenset(str(row[0]) for row in rows)
 
     def observe(self, calls: CallObserver) -> None:
         """Time every call from now on (the store metrics)."""

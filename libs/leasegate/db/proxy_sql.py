@@ -6,9 +6,11 @@ contract (`tests/contract/test_proxy_store.py`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from leasegate.audit.reads import ChainHead, ChainSnapshot
 from leasegate.core.ports.calls import CallObserver
+from leasegate.core.ports.spend import AccountSpend
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.db.audit import AuditRepository
 from leasegate.db.store import Store
@@ -28,6 +30,13 @@ class SqlProxyStore:
     async def write_evidence(self, rows: Sequence[EvidenceRow]) -> None:
         await self._store.write_evidence(rows)
 
+    async def spend_evidence(
+        self, *, tenant: str | None, chain_id: str | None, since: datetime, until: datetime
+    ) -> Sequence[AccountSpend]:
+        return await self._store.spend_evidence(
+            tenant=tenant, chain_id=chain_id, since=since, until=until
+        )
+
     async def read_chain(self) -> ChainSnapshot:
         return await self._chain.read_chain()
 
@@ -36,6 +45,9 @@ class SqlProxyStore:
 
     async def ping(self) -> bool:
         return await self._store.db.ping()
+
+    async def schema_revisions(self) -> frozenset[str]:
+        return await self._store.db.schema_revisions()
 
     def observe(self, calls: CallObserver) -> None:
         self._store.db.observe(calls)

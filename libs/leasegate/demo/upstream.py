@@ -5,7 +5,8 @@ every path a provider kind sends to (/v1/chat/completions, /v1/messages, Azure's
 /openai/deployments/{deployment}/chat/completions, Gemini's
 /v1beta/models/{model}:generateContent, ...: the kinds say which, leasegate.providers) with
 pre-rendered JSON or SSE in that kind's shape, echoing the request's model (the path's, else
-the body's `model`). A test's `script` picks a
+the body's `model`); like OpenAI, a chat or completions stream reports its usage only when the
+request sets `stream_options.include_usage`. A test's `script` picks a
 `Reply` per request: an error status, Retry-After, slow chunks, an in-stream error event, a
 connection cut mid-stream, a hang before headers, a reset.
 
@@ -36,6 +37,7 @@ from leasegate.demo.upstream_payloads import (
     error_event,
     render,
     route,
+    usage_asked,
     with_model,
 )
 from leasegate.demo.upstream_script import MockRequest, Reply, Script
@@ -68,8 +70,8 @@ class MockUpstream:
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self._templates: dict[tuple[object, bool, int], Example] = {}
-        self._wire: dict[tuple[str, bool, int, str], bytes] = {}
+        self._templates: dict[tuple[object, bool, int, bool], Example] = {}
+        self._wire: dict[tuple[str, bool, int, str, bool], bytes] = {}
         self._routes: dict[str, UpstreamRoute | None] = {}
 
     @property
@@ -186,7 +188,8 @@ class MockUpstream:
             await _send_body(writer, reply.status, reply.headers, body)
         else:
             model = _model(where, request.json)
-            rendered = self._rendered(endpoint, request.stream)
+            asked = usage_asked(endpoint, request.json)
+            rendered = self._rendered(endpoint, request.stream, asked)
             if rendered.body is not None and reply.chunks is None:
                 await _send_body(
                     writer, reply.status, reply.headers, with_model(rendered.body, model)
@@ -205,10 +208,11 @@ class MockUpstream:
     ) -> bytes:
         """The whole default response, status line to last byte, cached per model."""
         model = _model(where, body)
-        key = (request.path, request.stream, self.chunks, model)
+        asked = usage_asked(where.endpoint, body)
+        key = (request.path, request.stream, self.chunks, model, asked)
         wire = self._wire.get(key)
         if wire is None:
-            rendered = self._rendered(where.endpoint, request.stream)
+            rendered = self._rendered(where.endpoint, request.stream, asked)
             if rendered.body is not None:
                 wire = _body_wire(200, {}, with_model(rendered.body, model))
             else:
@@ -219,13 +223,14 @@ class MockUpstream:
             self._wire[key] = wire
         return wire
 
-    def _rendered(self, endpoint: Endpoint, stream: bool) -> Example:
-        key = (endpoint, stream, self.chunks)
+    def _rendered(self, endpoint: Endpoint, stream: bool, usage: bool) -> Example:
+        key = (endpoint, stream, self.chunks, usage)
         rendered = self._templates.get(key)
         if rendered is None:
             if len(self._templates) >= _MAX_TEMPLATES:
                 self._templates.clear()
-            rendered = self._templates[key] = render(endpoint, stream, self.chunks)
+            rendered = render(endpoint, stream, self.chunks, usage_asked=usage)
+            self._templates[key] = rendered
         return rendered
 
 

@@ -10,9 +10,11 @@ into the cached bytes, so serving a request costs a dictionary look-up and one
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Mapping
 
-from leasegate.providers import EXAMPLE_MODEL, Endpoint, Example, UpstreamRoute
+from leasegate.providers import EXAMPLE_MODEL, Endpoint, Example, UpstreamRoute, Wire
 from leasegate.providers.common import INPUT_TOKENS, family_error_body
 from leasegate.providers.kinds import upstream_route
 
@@ -24,6 +26,7 @@ __all__ = [
     "error_event",
     "render",
     "route",
+    "usage_asked",
     "with_model",
 ]
 
@@ -35,10 +38,30 @@ def route(path: str) -> UpstreamRoute | None:
     return upstream_route(path)
 
 
-def render(endpoint: Endpoint, stream: bool, n: int) -> Example:
-    """The endpoint's typical answer: a body, or (streamed) its events."""
+def render(endpoint: Endpoint, stream: bool, n: int, *, usage_asked: bool = True) -> Example:
+    """The endpoint's typical answer: a body, or (streamed) its events; without
+    `usage_asked`, a stream leaves out the events that carry only its usage."""
     streaming = endpoint.streams and (stream or endpoint.always_streams)
-    return endpoint.wire.example(endpoint, streaming, n)
+    example = endpoint.wire.example(endpoint, streaming, n)
+    if usage_asked or example.body is not None:
+        return example
+    wire = endpoint.wire
+    return Example(None, tuple(c for c in example.chunks if not _usage_only(wire, c)))
+
+
+def usage_asked(endpoint: Endpoint, body: Mapping[str, object]) -> bool:
+    """Whether a stream answering `body` reports its usage, as the provider decides: a wire
+    that reports it only when asked would have to ask for it (`Wire.ask_usage`) if not."""
+    return not endpoint.wire.ask_usage(dict(body))
+
+
+def _usage_only(wire: Wire, chunk: bytes) -> bool:
+    for line in chunk.split(b"\n"):
+        if line.startswith(b"data:"):
+            with contextlib.suppress(ValueError):
+                obj = json.loads(line[5:])
+                return isinstance(obj, dict) and wire.usage_only(obj)
+    return False
 
 
 def error_event(endpoint: Endpoint) -> bytes:

@@ -22,9 +22,19 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from leasegate.core.ports.errors import StoreUnavailable
 
-REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException, OSError)
+REDIS_ERRORS: tuple[type[Exception], ...] = (
+    RedisError,
+    RedisClusterException,
+    OSError,
+    AttributeError,
+    TypeError,
+)
 """What a Redis call may raise when Redis, not the code, is at fault (OSError: a socket gone
-underneath the client; TimeoutError is one)."""
+underneath the client; TimeoutError is one). AttributeError and TypeError: redis-py 8.1's
+asyncio connection lets a writer closed under it (a peer reset, or a connect timed out while
+another task writes: seen with 200 racing first calls on a fresh cluster client) escape as
+`'NoneType' object has no attribute 'writelines'` instead of a ConnectionError (redis-py
+issues 3546 and 4287). Only a Redis call sits inside each `try`, so nothing of ours is hidden."""
 
 
 def unavailable(exc: BaseException) -> StoreUnavailable:

@@ -23,13 +23,21 @@ log = logging.getLogger("leasegate.health")
 
 
 class RedisHealthFanout:
-    def __init__(self, client: RedisClient, prefix: str, *, reply_within_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        prefix: str,
+        *,
+        reply_within_s: float = 2.0,
+        heartbeat_s: float = 0.5,
+    ) -> None:
         self._subscription = RedisSubscription(
             client,
             keys.health_news_channel(prefix),
             "health news",
             "leasegate.health",
             reply_within_s=reply_within_s,
+            heartbeat_s=heartbeat_s,
         )
 
     @property

@@ -5,9 +5,11 @@ on every (re)connect it calls `on_reset`, and the proxy drops its key cache, fal
 the database (which always knows) until the cache warms again.
 
 The subscription (subscription_redis.py) never holds up start-up, reconnects with backoff and
-notices a silent partition; `ready` is false while it is down; /readyz reports it under
-`redis`. On a Redis Cluster, classic PUBLISH reaches subscribers on every node, so the
-subscription sees every revocation whichever node the publisher happened to reach.
+notices a silent connection by its heartbeat (a PING every `heartbeat_s`; dead after three
+without an answer); `ready` is false while it is down, and the proxy's key cache then trusts
+an entry for at most a second (proxy/keys.py); /readyz reports it under `redis`. On a Redis
+Cluster, classic PUBLISH reaches subscribers on every node, so the subscription sees every
+revocation whichever node the publisher happened to reach.
 """
 
 from __future__ import annotations
@@ -25,13 +27,21 @@ log = logging.getLogger("leasegate.revocations")
 
 
 class RedisRevocationBus:
-    def __init__(self, client: RedisClient, prefix: str, *, reply_within_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        prefix: str,
+        *,
+        reply_within_s: float = 2.0,
+        heartbeat_s: float = 0.5,
+    ) -> None:
         self._subscription = RedisSubscription(
             client,
             keys.revocations_channel(prefix),
             "revocation",
             "leasegate.revocations",
             reply_within_s=reply_within_s,
+            heartbeat_s=heartbeat_s,
         )
 
     @property

@@ -4,9 +4,17 @@
 Pub/sub is fire-and-forget, so a subscriber that loses its connection may miss messages: on
 every (re)connect it calls `on_reset`, and the owner falls back to the store (which always
 knows) until it has caught up. The subscription never holds up start-up: it runs in the
-background, reconnects with backoff (0.5 s doubling to 5 s; one log line when it goes down,
-then one a minute), and pings Redis every 2 s, so a partitioned connection that stays open
-but silent is noticed and replaced. `ready` is false while it is down.
+background and reconnects with backoff (0.5 s doubling to 5 s; one log line when it goes
+down, then one a minute).
+
+A heartbeat bounds how long a subscription can be dead without anyone knowing: it sends a
+PING on the subscribed connection every `heartbeat_s`, and a connection that has delivered
+nothing (no message, no PONG) for `SILENT_HEARTBEATS` heartbeats is dropped and replaced; so
+is one whose SUBSCRIBE is not confirmed as soon. A connection that stays open but silent (a
+partition, a middlebox that lost the flow, a frozen relay) is therefore noticed within
+`SILENT_HEARTBEATS * heartbeat_s` of its last sign of life. `ready` is false from then until
+a new subscription is confirmed, and owners that cache (the proxy's key cache) trust their
+cache less while it is false.
 """
 
 from __future__ import annotations
@@ -28,8 +36,8 @@ _FIRST_RETRY_S = 0.5
 _MAX_RETRY_S = 5.0
 """Reconnection backs off from 0.5 s to 5 s: a Redis that returns is used within 5 s."""
 _STILL_DOWN_LOG_EVERY_S = 60.0
-_POLL_S = 1.0
-_PING_EVERY_S = 2.0
+SILENT_HEARTBEATS = 3
+"""Heartbeats without a sign of life after which the subscription counts as dead."""
 
 
 class RedisSubscription:
@@ -43,6 +51,7 @@ class RedisSubscription:
         logger: str,
         *,
         reply_within_s: float = 2.0,
+        heartbeat_s: float = 0.5,
     ) -> None:
         self._log = logging.getLogger(logger)
         self._client = client
@@ -50,7 +59,8 @@ class RedisSubscription:
         self._name = name
         self._task: asyncio.Task[None] | None = None
         self._reply_within_s = reply_within_s
-        self._silent_after_s = _PING_EVERY_S + reply_within_s
+        self._heartbeat_s = heartbeat_s
+        self._silent_after_s = SILENT_HEARTBEATS * heartbeat_s
         self._went_live = asyncio.Event()
         self._wanted = False
         self._live = False
@@ -100,28 +110,34 @@ class RedisSubscription:
             delay, down_since = _FIRST_RETRY_S, None
 
     async def _deliver(self, on_message: OnMessage, on_reset: OnReset, *, restored: bool) -> None:
-        """Listen until the connection fails or goes silent (a partition): then raise."""
+        """Listen until the connection fails or goes silent (a partition): then raise. Live
+        (`ready`, `on_reset` called) once Redis has confirmed the SUBSCRIBE."""
         loop = asyncio.get_running_loop()
-        pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        pubsub = self._client.pubsub()
         try:
             if isinstance(self._client, RedisCluster):
                 # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
                 await self._client.initialize()
             await pubsub.subscribe(self._channel)
-            on_reset()
-            self._live = True
-            self._went_live.set()
-            if restored:
-                self._log.info(f"{self._name} subscription restored", extra={"store": "redis"})
             heard = pinged = loop.time()
             while True:
-                message = await pubsub.get_message(timeout=_POLL_S)
+                wait = min(pinged + self._heartbeat_s, heard + self._silent_after_s) - loop.time()
+                message = await pubsub.get_message(timeout=max(wait, 0.001))
                 now = loop.time()
                 if message is not None:
                     heard = now
-                    if message.get("type") == "message":
+                    kind = message.get("type")
+                    if kind == "message":
                         on_message(message["data"])
-                if now - pinged >= _PING_EVERY_S:
+                    elif kind == "subscribe" and not self._live:
+                        on_reset()
+                        self._live = True
+                        self._went_live.set()
+                        if restored:
+                            self._log.info(
+                                f"{self._name} subscription restored", extra={"store": "redis"}
+                            )
+                if now - pinged >= self._heartbeat_s:
                     await pubsub.ping()
                     pinged = now
                 if now - heard > self._silent_after_s:

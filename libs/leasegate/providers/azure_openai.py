@@ -6,13 +6,15 @@ deployment: `{base_url}/openai/deployments/{deployment}/chat/completions?api-ver
 The deployment is the served model name (`models:` maps requested names to deployments), the
 `api-version` is the account's `api_version` (default `DEFAULT_API_VERSION`), and the
 credential goes in an `api-key` header. Bodies, streams and errors are OpenAI's; Azure names a
-missing deployment `DeploymentNotFound` (a 404: model scope).
+missing deployment `DeploymentNotFound` (a 404: model scope). A stream is asked for its usage
+(`stream_options`) only from api-version `STREAM_USAGE_SINCE` on, the first to accept it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 from leasegate.providers import openai
@@ -26,6 +28,9 @@ from leasegate.providers.base import (
 from leasegate.providers.common import COMMON_ERRORS
 
 DEFAULT_API_VERSION = "2024-10-21"
+STREAM_USAGE_SINCE = "2024-08-01-preview"
+"""The first api-version that takes `stream_options.include_usage` (dates compare as text;
+`-preview` sorts after its date)."""
 _API_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
 _DEPLOYMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _PREFIX = "/openai/deployments/"
@@ -58,6 +63,16 @@ class AzureOpenAI(ProviderKind):
         if not isinstance(version, str) or not _API_VERSION.fullmatch(version):
             raise OptionError("api_version", "must be a date such as 2024-10-21 (or -preview)")
         return {"api_version": version}
+
+    def ask_usage(
+        self, endpoint: Endpoint, body: dict[str, Any], options: Mapping[str, str]
+    ) -> bool:
+        """Azure accepts `stream_options` from api-version `STREAM_USAGE_SINCE` on and refuses
+        the request (400 `unknown_parameter`) before it: an older account is not asked, and its
+        streams are charged an estimate."""
+        if options.get("api_version", DEFAULT_API_VERSION) < STREAM_USAGE_SINCE:
+            return False
+        return super().ask_usage(endpoint, body, options)
 
     def served_problem(self, served_model: str) -> str | None:
         if _DEPLOYMENT.fullmatch(served_model):

@@ -23,7 +23,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import orjson
 
@@ -40,6 +40,13 @@ class Usage:
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    estimated: bool = False
+    """The provider reported nothing: the gateway's estimate (leasegate.providers.estimate)."""
+
+    @property
+    def reported(self) -> bool:
+        """Whether any input or output count is known."""
+        return self.input_tokens is not None or self.output_tokens is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,29 @@ class Wire(ABC):
     """Event names a stream opens with before the model has produced anything."""
     done_completes: ClassVar[bool] = False
     """Whether `data: [DONE]` ends the answer normally."""
+
+    def ask_usage(self, body: dict[str, Any]) -> bool:
+        """Make a streaming request's answer report its usage, when the caller did not ask
+        for it (one edit of the body the proxy re-encodes anyway). True when this was done:
+        the events that carry only the usage are then the gateway's, not the caller's
+        (`usage_only`). Wires whose streams always report usage leave the body alone."""
+        return False
+
+    def usage_only(self, obj: Mapping[str, object]) -> bool:
+        """Whether a parsed stream event carries the usage and nothing for the caller: the
+        event `ask_usage` brought about, stripped from what that caller receives."""
+        return False
+
+    counts_text: ClassVar[bool] = False
+    """Whether the stream scanner asks `text_chars` of every event it parses: a wire whose
+    streams report usage before the answer (Anthropic's `message_start`, Gemini's every
+    chunk) has nothing to estimate and pays nothing for it."""
+
+    def text_chars(self, obj: Mapping[str, object]) -> int:
+        """Characters of generated text (content, tool-call arguments, reasoning) in one
+        parsed stream event: what a usage estimate counts when a stream never reports its
+        usage (leasegate.providers.estimate)."""
+        return 0
 
     @abstractmethod
     def usage(self, body: Mapping[str, object]) -> Usage:
@@ -235,6 +265,14 @@ class ProviderKind(ABC):
     @abstractmethod
     def upstream_route(self, path: str) -> UpstreamRoute | None:
         """Which of its endpoints an upstream path is (the inverse of `upstream_path`)."""
+
+    def ask_usage(
+        self, endpoint: Endpoint, body: dict[str, Any], options: Mapping[str, str]
+    ) -> bool:
+        """Make a streaming request on `endpoint` report its usage, when the caller did not
+        ask (`Wire.ask_usage`); True when the body was changed. A kind whose upstream refuses
+        the ask (an old API version) overrides this and leaves the body alone."""
+        return endpoint.wire.ask_usage(body)
 
     def __init__(self) -> None:
         self._served = frozenset(self.endpoints)

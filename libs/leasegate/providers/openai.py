@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from leasegate.providers import responses
 from leasegate.providers.base import (
     EXAMPLE_MODEL,
     Endpoint,
     Example,
+    OptionError,
     ProviderKind,
     StreamFacts,
     Usage,
@@ -57,6 +59,55 @@ class ChatWire(FamilyErrors, Wire):
     name = "openai"
     gate = re.compile(rb'"(?:error|finish_reason|usage)"(?!\s*:\s*null)')
     done_completes = True
+    counts_text = True
+
+    def ask_usage(self, body: dict[str, Any]) -> bool:
+        """A stream reports its usage only when `stream_options.include_usage` is true: set
+        it when the caller did not (absent, or false). A `stream_options` that is not an
+        object is the caller's error and left for the upstream to refuse."""
+        options = body.get("stream_options")
+        if options is None:
+            body["stream_options"] = {"include_usage": True}
+            return True
+        if isinstance(options, dict) and options.get("include_usage") is not True:
+            body["stream_options"] = {**options, "include_usage": True}
+            return True
+        return False
+
+    def usage_only(self, obj: Mapping[str, object]) -> bool:
+        """The chunk `include_usage` adds: `usage` with empty (or no) `choices`, which
+        breaks the common `chunk.choices[0]` of a caller that never asked for it."""
+        if obj.get("error") is not None or not isinstance(obj.get("usage"), dict):
+            return False
+        choices = obj.get("choices")
+        return choices is None or choices == []
+
+    def text_chars(self, obj: Mapping[str, object]) -> int:
+        choices = obj.get("choices")
+        if type(choices) is not list:
+            return 0
+        if len(choices) == 1 and type(choice := choices[0]) is dict:
+            # the common event, first and cheaply: one choice whose delta is only content
+            delta = choice.get("delta")
+            if type(delta) is dict and len(delta) == 1:
+                text = delta.get("content")
+                if type(text) is str:
+                    return len(text)
+        n = 0
+        for choice in choices:
+            if type(choice) is not dict:
+                continue
+            delta = choice.get("delta")
+            if type(delta) is not dict:  # a legacy completion's `text`
+                text = choice.get("text")
+                n += len(text) if type(text) is str else 0
+                continue
+            for name, value in delta.items():
+                if type(value) is str:
+                    n += len(value) if name in _TEXT_FIELDS else 0
+                elif name == "tool_calls" and type(value) is list:
+                    n += _arguments_chars(value)
+        return n
 
     def usage(self, body: Mapping[str, object]) -> Usage:
         usage = body.get("usage")
@@ -100,6 +151,20 @@ class ChatWire(FamilyErrors, Wire):
         )
 
 
+_TEXT_FIELDS = frozenset({"content", "refusal", "reasoning", "reasoning_content"})
+"""A chat delta's generated text: the answer, a refusal, and the reasoning some OpenAI-
+compatible servers (vLLM, OpenRouter) stream beside it."""
+
+
+def _arguments_chars(calls: list[object]) -> int:
+    n = 0
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        n += len(arguments) if isinstance(arguments, str) else 0
+    return n
+
+
 def _has_finish_reason(obj: dict[str, object]) -> bool:
     choices = obj.get("choices")
     if not isinstance(choices, list):
@@ -133,9 +198,26 @@ class OpenRouter(OpenAI):
 
 
 class OpenAICompatible(OpenAI):
-    """Any server that speaks OpenAI's wire (vLLM, llama.cpp, LiteLLM, ...)."""
+    """Any server that speaks OpenAI's wire (vLLM, llama.cpp, LiteLLM, ...).
+
+    `ask_stream_usage: false` on the account: a server that refuses `stream_options` is not
+    asked for a stream's usage; its streams are charged an estimate (providers/estimate.py)."""
 
     name = "openai-compatible"
+    option_fields = frozenset({"ask_stream_usage"})
+
+    def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
+        ask = entry.get("ask_stream_usage", True)
+        if not isinstance(ask, bool):
+            raise OptionError("ask_stream_usage", "must be true or false")
+        return {} if ask else {"ask_stream_usage": "false"}
+
+    def ask_usage(
+        self, endpoint: Endpoint, body: dict[str, Any], options: Mapping[str, str]
+    ) -> bool:
+        if options.get("ask_stream_usage") == "false":
+            return False
+        return super().ask_usage(endpoint, body, options)
 
 
 def _usage(n: int) -> dict[str, object]:

@@ -61,6 +61,13 @@ class ResponsesWire(FamilyErrors, Wire):
         }
     )
     done_completes = True
+    counts_text = True
+
+    def text_chars(self, obj: Mapping[str, object]) -> int:
+        """Every `*.delta` event (output text, function-call arguments, reasoning summary)
+        carries its new text as `delta`; usage comes only with the stream's last event."""
+        delta = obj.get("delta")
+        return len(delta) if type(delta) is str else 0
 
     def usage(self, body: Mapping[str, object]) -> Usage:
         usage = body.get("usage")

@@ -19,14 +19,13 @@ After the headers (`stream_failure`): a stall is `timeout`, a failed connection 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
+from leasegate.core.retry_after import retry_after_seconds
 from leasegate.providers import Wire, wire_named
 from leasegate.upstream.errors import (
     DroppedAfterSend,
@@ -137,35 +136,3 @@ def error_fields(body: bytes, wire: Wire = _OPENAI) -> tuple[str | None, str | N
     except (ValueError, RecursionError):
         return None, None
     return wire.error_fields(obj) if isinstance(obj, dict) else (None, None)
-
-
-def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
-    """Seconds the upstream asked us to wait: `retry-after-ms`, else `Retry-After` (seconds
-    or an HTTP-date). None when absent or unreadable. `headers`: a case-insensitive mapping
-    (the upstream response's) or one with lower-case keys."""
-    millis = _seconds(headers.get("retry-after-ms"))
-    if millis is not None:
-        return millis / 1000.0
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    seconds = _seconds(value)
-    if seconds is not None:
-        return seconds
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
-def _seconds(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None

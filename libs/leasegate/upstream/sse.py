@@ -14,6 +14,14 @@ chunks without parsing every one.
 With `drop_malformed`, `feed` returns what to forward instead of the chunk: whole events only
 (an event's bytes are held until its blank line), each byte-exact, minus every data event that
 is not valid JSON (then every event is parsed once). A caller's SDK never sees the garbled one.
+
+With `strip_usage_only` (the proxy asked the upstream for a usage report the caller did not
+ask for, `Wire.ask_usage`), `feed` also returns whole events only, minus the events that carry
+nothing but that report (`Wire.usage_only`); the report is read all the same.
+
+`text_chars` counts the generated text of the events parsed (`Wire.text_chars`, for a wire that
+counts it), plus the whole data of the events not parsed (with neither mode set, an event that
+does not pass the gate): what a usage estimate is made from when no usage ever arrives.
 """
 
 from __future__ import annotations
@@ -53,24 +61,38 @@ class StreamScanner:
         "_data",
         "_done_completes",
         "_event",
+        "_framed",
         "_gate",
         "_partial",
         "_pending",
         "_preamble",
+        "_text",
         "answering",
         "completed",
         "drop_malformed",
         "error",
         "events",
         "malformed",
+        "strip_usage_only",
+        "stripped",
+        "text_chars",
         "usage",
         "wire",
     )
 
-    def __init__(self, wire: Wire | str, *, drop_malformed: bool = False) -> None:
+    def __init__(
+        self, wire: Wire | str, *, drop_malformed: bool = False, strip_usage_only: bool = False
+    ) -> None:
         """`wire`: the endpoint's wire, or its name (ValueError for an unknown one)."""
         self.wire = _wire(wire)
         self.drop_malformed = drop_malformed
+        self.strip_usage_only = strip_usage_only
+        self._framed = drop_malformed or strip_usage_only
+        """Whole events out (held to their blank line), some dropped."""
+        self.stripped = 0
+        """Usage-only events left out (`strip_usage_only`)."""
+        self.text_chars = 0
+        self._text = self.wire.text_chars if self.wire.counts_text else None
         self._pending: list[bytes] = []
         """drop_malformed: the lines of the event not yet ended."""
         self.usage = Usage()
@@ -94,7 +116,7 @@ class StreamScanner:
             if chunk:
                 # No line ends here: keep the piece; it is joined once, when its line ends.
                 self._partial.append(chunk)
-            return b"" if self.drop_malformed else chunk
+            return b"" if self._framed else chunk
         if self._partial:
             self._partial.append(chunk[:end])
             block = b"".join(self._partial)
@@ -103,7 +125,7 @@ class StreamScanner:
             block = chunk[:end]
         if end + 1 < len(chunk):
             self._partial.append(chunk[end + 1 :])
-        if self.drop_malformed:
+        if self._framed:
             return self._filter(block)
         # The line loop is inlined: it runs for every line of every stream.
         for line in block.split(b"\n"):
@@ -119,7 +141,8 @@ class StreamScanner:
         return chunk
 
     def _filter(self, block: bytes) -> bytes:
-        """The line loop of `feed` for `drop_malformed`: whole events out, bad ones dropped."""
+        """The line loop of `feed` for whole events: malformed (`drop_malformed`) and
+        usage-only (`strip_usage_only`) ones dropped."""
         out: list[bytes] = []
         pending = self._pending
         for line in block.split(b"\n"):
@@ -141,7 +164,7 @@ class StreamScanner:
         what is still to forward (with `drop_malformed`, that event unless it is malformed)."""
         rest = b"".join(self._partial)
         self._partial.clear()
-        if not self.drop_malformed:
+        if not self._framed:
             if rest:
                 self.feed(rest + b"\n")
             if self._data:
@@ -178,16 +201,25 @@ class StreamScanner:
             self.malformed += 1
             if event == _ERROR_EVENT:
                 self.record_error(None, None)
-            return event == _ERROR_EVENT  # an error event still reaches the caller
+            # an error event still reaches the caller; so does any without drop_malformed
+            return event == _ERROR_EVENT or not self.drop_malformed
         if event != _ERROR_EVENT and not self.drop_malformed and self._gate(payload) is None:
+            self.text_chars += len(payload)  # not parsed: its whole data counts as text
             return True
         try:
             obj = json.loads(payload)
         except (ValueError, RecursionError):
             self.malformed += 1
-            return event == _ERROR_EVENT
-        if isinstance(obj, dict) and (event == _ERROR_EVENT or self._gate(payload) is not None):
+            return event == _ERROR_EVENT or not self.drop_malformed
+        if not isinstance(obj, dict):
+            return True
+        if self._text is not None:
+            self.text_chars += self._text(obj)
+        if event == _ERROR_EVENT or self._gate(payload) is not None:
             self._record(event, obj)
+            if self.strip_usage_only and event != _ERROR_EVENT and self.wire.usage_only(obj):
+                self.stripped += 1
+                return False
         return True
 
     def _record(self, event: bytes, obj: dict[str, object]) -> None:

@@ -30,6 +30,7 @@ def guard(app: Starlette, config: Config) -> None:
         BodyLimitMiddleware,
         max_bytes=config.settings.max_body_bytes,
         idle_timeout_s=config.settings.body_idle_timeout_s,
+        total_timeout_s=config.settings.body_total_timeout_s,
     )
 
 

@@ -17,6 +17,8 @@ from starlette.routing import Route
 
 from leasegate.accounts import Registry
 from leasegate.core.ports.errors import StoreError
+from leasegate.db.schema import SchemaCheck, SchemaNotReady
+from leasegate.web.wiring import ProxyStores
 
 Probe = Callable[[], Awaitable[None]]
 """Raises StoreError when its dependency is unreachable."""
@@ -47,16 +49,6 @@ def ops_routes(
     async def healthz(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    async def check(probe: Probe) -> str:
-        try:
-            async with asyncio.timeout(PROBE_DEADLINE_S):
-                await probe()
-        except StoreError as exc:
-            return f"unreachable: {exc.reason}"
-        except TimeoutError:
-            return "unreachable: TimeoutError"  # past PROBE_DEADLINE_S
-        return "ok"
-
     async def facts() -> Mapping[str, Any]:
         if report is None:
             return {}
@@ -69,7 +61,7 @@ def ops_routes(
     async def readyz(_: Request) -> JSONResponse:
         names = list(probes)
         extra_task = asyncio.ensure_future(facts())
-        results = await asyncio.gather(*(check(probes[n]) for n in names))
+        results = await asyncio.gather(*(_check(probes[n]) for n in names))
         extra = await extra_task
         checks: dict[str, str] = dict(zip(names, results, strict=True))
         ready = all(v == "ok" for v in checks.values())
@@ -88,6 +80,32 @@ def ops_routes(
         Route(path, endpoint, methods=["GET"], include_in_schema=False)
         for path, endpoint in (("/healthz", healthz), ("/readyz", readyz), ("/metrics", metrics))
     ]
+
+
+async def _check(probe: Probe) -> str:
+    """`ok`, or why not: `unreachable: <reason>`, or the schema's missing migrations."""
+    try:
+        async with asyncio.timeout(PROBE_DEADLINE_S):
+            await probe()
+    except StoreError as exc:
+        return f"unreachable: {exc.reason}"
+    except SchemaNotReady as exc:
+        return str(exc)
+    except TimeoutError:
+        return "unreachable: TimeoutError"  # past PROBE_DEADLINE_S
+    return "ok"
+
+
+def store_probes(stores: ProxyStores) -> dict[str, Probe]:
+    """The stores a process has, for /readyz: the database, its schema (at this release's
+    migrations) and, in production mode, Redis (embedded mode has none to report)."""
+    probes: dict[str, Probe] = {
+        "database": stores.ping_database,
+        "schema": SchemaCheck(stores.durable.schema_revisions),
+    }
+    if stores.redis is not None:
+        probes["redis"] = stores.ping_redis
+    return probes
 
 
 def unconfigured_accounts(accounts: Registry) -> list[dict[str, str]]:

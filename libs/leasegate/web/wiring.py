@@ -23,7 +23,7 @@ from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.sessions import ConsoleSessions
-from leasegate.core.ports.spend import ChainSpend
+from leasegate.core.ports.spend import ChainSpend, SpendEvidence
 from leasegate.core.ports.storage import EvidenceWriter, KeyReader
 from leasegate.core.ports.witness import AuditWitness
 from leasegate.db.pg_pool import Deadlines as DatabaseDeadlines
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from leasegate.db.store import Store
 
 
-class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, Protocol):
+class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, SpendEvidence, Protocol):
     """Everything a proxy asks of the database (`PgProxyStore`, or `SqlProxyStore`)."""
 
     dialect: str
@@ -61,6 +61,10 @@ class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, Protocol):
 
     async def ping(self) -> bool:
         """Whether the database answers within a couple of seconds."""
+
+    async def schema_revisions(self) -> frozenset[str]:
+        """The Alembic revisions the database is at (none: unmigrated); StoreError when it
+        cannot be reached."""
 
     def observe(self, calls: CallObserver) -> None:
         """Time every call from now on."""
@@ -207,11 +211,17 @@ def _kv(config: Config) -> KvStores:
     return KvStores(
         health=RedisHealthStore(client, prefix, policy),
         health_fanout=RedisHealthFanout(
-            client, prefix, reply_within_s=settings.redis_command_timeout_s
+            client,
+            prefix,
+            reply_within_s=settings.redis_command_timeout_s,
+            heartbeat_s=settings.subscription_heartbeat_s,
         ),
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
         revocations=RedisRevocationBus(
-            client, prefix, reply_within_s=settings.redis_command_timeout_s
+            client,
+            prefix,
+            reply_within_s=settings.redis_command_timeout_s,
+            heartbeat_s=settings.subscription_heartbeat_s,
         ),
         redis=client,
         witness=RedisAuditWitness(client, prefix),

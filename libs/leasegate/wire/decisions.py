@@ -41,6 +41,8 @@ class Evidence(WireModel):
     malformed_chunks: int
     cost: Money | None
     """In the accounts file's currency; null where the model has no prices or no usage came."""
+    usage_estimated: bool = False
+    """The tokens and cost are the gateway's estimate: the stream never reported usage."""
     started_at: Time
     first_byte_ms: float | None
     duration_ms: float

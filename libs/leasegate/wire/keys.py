@@ -15,10 +15,11 @@ __all__ = ["Budget", "KeyInfo", "MintAnswer", "PassOver"]
 
 
 class Budget(WireModel):
-    """A dispatch's spend ceiling, shared by its whole chain."""
+    """A dispatch's spend ceiling, shared by its whole chain: in a mint's answer, and what a
+    client sends in a mint (at least one bound; the server refuses an empty one with 400)."""
 
-    max_tokens: int | None
-    max_cost: Money | None
+    max_tokens: int | None = None
+    max_cost: Money | None = None
 
 
 class MintAnswer(WireModel):

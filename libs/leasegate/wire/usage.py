@@ -27,6 +27,9 @@ class UsageGroup(WireModel):
     cache_read_input_tokens: int
     cache_creation_input_tokens: int
     cost: Money | None
+    estimated_requests: int = 0
+    """Of `requests`, those whose tokens and cost are the gateway's estimate (a stream that
+    reported no usage: `usage_estimated` on the row), counted in the totals like the others."""
 
 
 class UsageReport(WireModel):

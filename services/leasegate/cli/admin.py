@@ -16,20 +16,19 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from leasegate.cli.answers import Refused, answer, current_revision
 from leasegate.cli.tenants import add_tenants_command, run_tenants
 from leasegate.cli.usage import add_usage_command, print_usage
-from leasegate.wire import Accounts, AccountStateChanged, AuditReport
+from leasegate.core.records import AdminState
 
 if TYPE_CHECKING:  # imported when a command runs: a server process never needs httpx
-    import httpx
+    from leasegate.client import ControlClient
 
 ADMIN_COMMANDS = frozenset({"accounts", "audit", "usage", "tenants"})
 DEFAULT_URL = "http://127.0.0.1:8080"
-_STATES = {"disable": "disabled", "enable": "enabled", "drain": "draining"}
+_STATES: dict[str, AdminState] = {"disable": "disabled", "enable": "enabled", "drain": "draining"}
 
 
 class ClientSettings(BaseSettings):
@@ -73,26 +72,26 @@ def run_admin(args: argparse.Namespace) -> int:
             " for usage) or pass --token\n"
         )
         return 2
-    import httpx
+    from leasegate.client import ControlClient, ControlUnreachable, GatewayRefusal, ProtocolError
 
-    headers = {"Authorization": f"Bearer {token}"}
     try:
-        with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=30) as client:
+        with ControlClient(args.url.rstrip("/"), token, timeout_s=30) as control:
             if args.command == "audit":
-                return _verify(client)
+                return _verify(control)
             if args.command == "usage":
-                return print_usage(client, args)
+                return print_usage(control, args)
             if args.command == "tenants":
-                return run_tenants(client, args)
+                return run_tenants(control, args)
             if args.action == "list":
-                return _list(client)
-            return _change(client, args)
-    except Refused as refused:
-        return refused.report()
-    except httpx.HTTPError as exc:
-        sys.stderr.write(f"leasegate: cannot reach {args.url}: {type(exc).__name__}\n")
+                return _list(control)
+            return _change(control, args)
+    except GatewayRefusal as refused:
+        sys.stderr.write(f"leasegate: HTTP {refused}\n")
+        return 1
+    except ControlUnreachable as exc:
+        sys.stderr.write(f"leasegate: cannot reach {args.url}: {exc}\n")
         return 2
-    except ValidationError:
+    except ProtocolError:
         sys.stderr.write(f"leasegate: {args.url} answered a body this command cannot read\n")
         return 2
 
@@ -103,8 +102,8 @@ def _env_token(*, read_only: bool = False) -> str | None:
     return token.get_secret_value() if token is not None else None
 
 
-def _list(client: httpx.Client) -> int:
-    view = answer(client.get("/control/v2/accounts"), Accounts)
+def _list(control: ControlClient) -> int:
+    view = control.accounts()
     out = [f"revision {view.revision}  chain {view.chain}"]
     out.append(f"{'ACCOUNT':<32} {'ADMIN':<10} {'HEALTH':<13} {'LEASES':>6}  CONFIGURED")
     for a in view.accounts:
@@ -116,15 +115,16 @@ def _list(client: httpx.Client) -> int:
     return 0
 
 
-def _change(client: httpx.Client, args: argparse.Namespace) -> int:
-    body = {
-        "state": _STATES[args.action],
-        "expected_revision": current_revision(client),
-        "reason": args.reason,
-        "on_behalf_of": args.on_behalf_of,
-    }
-    response = client.post(f"/control/v2/accounts/{args.account_id}/state", json=body)
-    view = answer(response, AccountStateChanged)
+def _change(control: ControlClient, args: argparse.Namespace) -> int:
+    # the chain's revision now: a concurrent change by another operator then answers 409
+    # rather than being overwritten
+    view = control.set_account_state(
+        args.account_id,
+        _STATES[args.action],
+        expected_revision=control.accounts().revision,
+        reason=args.reason,
+        on_behalf_of=args.on_behalf_of,
+    )
     sys.stdout.write(
         f"{view.id}: {view.admin_state} at revision {view.revision}"
         f" ({view.revoked_keys} keys revoked)\n"
@@ -132,8 +132,8 @@ def _change(client: httpx.Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(client: httpx.Client) -> int:
-    audit = answer(client.get("/control/v2/audit"), AuditReport)
+def _verify(control: ControlClient) -> int:
+    audit = control.audit()
     line = f"chain {audit.chain}  revision {audit.revision}"
     if audit.chain == "corrupt":
         line += f"  first_bad_seq {audit.first_bad_seq}  ({audit.problem})"

@@ -47,9 +47,11 @@ def create_dev_app(
             await asyncio.to_thread(upgrade, config.settings.database_url)
         await start_proxy(proxy, stores)
         upkeep.start()
+        control.reconciler.start()
         try:
             yield
         finally:
+            await control.reconciler.stop()
             await upkeep.stop()
             await stop_proxy(proxy)
             await stores.aclose()

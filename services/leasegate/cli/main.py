@@ -1,8 +1,11 @@
 """`leasegate`: dev | control-plane | proxy | migrate | evidence prune, and the operator
-commands `accounts` and `audit` (leasegate.cli.admin), which talk to a running control plane.
+commands `accounts`, `audit`, `tenants` and `usage` (leasegate.cli.admin), which talk to a
+running control plane.
 
-Every command validates the whole configuration first and exits 2 with one line when it is
-wrong; servers log JSON lines to stderr and drain on SIGTERM (a clean stop exits 0).
+Every command but the operator commands validates the whole configuration first and exits 2
+with one line when it is wrong (the operator commands read only their token and `--url`: the
+server they talk to has validated its own settings); servers log JSON lines to stderr and
+drain on SIGTERM (a clean stop exits 0).
 `migrate` exits 1 with one line when the database cannot be reached or does not exist.
 
 Each command imports what it runs when it runs: a proxy process never loads the control
@@ -25,8 +28,8 @@ from starlette.types import ASGIApp
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults
 from leasegate.cli.evidence import EVIDENCE_COMMAND, add_evidence_commands, run_evidence
-from leasegate.cli.startup import prepare_process, with_access_log
-from leasegate.config import Config, ConfigError, load_config
+from leasegate.cli.startup import prepare_process, warn_per_process_console_key, with_access_log
+from leasegate.config import Config, ConfigError, Settings, load_config
 
 _DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
 
@@ -76,13 +79,9 @@ def _run(args: argparse.Namespace, config: Config) -> int:
             config = load_config(control_token=SecretStr(token))
             sys.stderr.write(f"leasegate dev: generated control token: {token}\n")
         return serve(with_access_log(create_dev_app(config), config), config, args.host, port)
-    if config.settings.redis_url is None:
-        raise ConfigError(
-            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
-            "(use `leasegate dev` for the single-process embedded mode)"
-        )
-    if args.command == "control-plane" and config.settings.control_token is None:
-        raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
+    check_server(args.command, args.workers, config.settings)
+    if args.command == "control-plane":
+        warn_per_process_console_key(config)
     if args.workers > 1:
         return serve_workers(args.command, args.workers, config, args.host, port)
     app: ASGIApp
@@ -95,6 +94,26 @@ def _run(args: argparse.Namespace, config: Config) -> int:
 
         app = create_proxy_app(config)
     return serve(with_access_log(app, config), config, args.host, port)
+
+
+def check_server(command: str, workers: int, settings: Settings) -> None:
+    """What a production server command needs beyond valid settings; ConfigError otherwise."""
+    if settings.redis_url is None:
+        raise ConfigError(
+            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
+            "(use `leasegate dev` for the single-process embedded mode)"
+        )
+    if command != "control-plane":
+        return
+    if settings.control_token is None:
+        raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
+    if workers > 1 and settings.console_secret is None:
+        # each worker would sign console sessions with a key of its own: a sign-in made on
+        # one is refused by the others, so half the console's requests bounce to sign-in
+        raise ConfigError(
+            "LEASEGATE_CONSOLE_SECRET: required with --workers > 1 (the same on every "
+            "control-plane process, e.g. `openssl rand -hex 32`)"
+        )
 
 
 def _run_demo(args: argparse.Namespace, workdir: Path) -> int:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    import httpx
+from leasegate.wire import money
 
-
-from leasegate.cli.answers import answer, current_revision
-from leasegate.wire import TenantBudgetChanged, Tenants, money
+if TYPE_CHECKING:  # imported when a command runs: a server process never needs httpx
+    from leasegate.client import ControlClient
 
 
 def add_tenants_command(commands: Any, client_options: Callable[[Any], None]) -> None:
@@ -32,21 +31,23 @@ def add_tenants_command(commands: Any, client_options: Callable[[Any], None]) ->
     budget.add_argument("tenant")
     budget.add_argument("--period", choices=("day", "month"), default=None)
     budget.add_argument("--max-tokens", type=int, default=None)
-    budget.add_argument("--max-cost", default=None, help='a decimal amount, e.g. "25.00"')
+    budget.add_argument(
+        "--max-cost", type=Decimal, default=None, help='a decimal amount, e.g. "25.00"'
+    )
     budget.add_argument("--clear", action="store_true", help="remove the tenant's budget")
     budget.add_argument("--reason", required=True)
     budget.add_argument("--on-behalf-of", default=None)
     client_options(budget)
 
 
-def run_tenants(client: httpx.Client, args: argparse.Namespace) -> int:
+def run_tenants(control: ControlClient, args: argparse.Namespace) -> int:
     if args.action == "list":
-        return _list(client)
-    return _set(client, args)
+        return _list(control)
+    return _set(control, args)
 
 
-def _list(client: httpx.Client) -> int:
-    view = answer(client.get("/control/v2/tenants"), Tenants)
+def _list(control: ControlClient) -> int:
+    view = control.tenants()
     out = [f"revision {view.revision}  chain {view.chain}  {view.currency or ''}"]
     out.append(f"{'TENANT':<32} {'PERIOD':<6} {'MAX_TOKENS':>12} {'MAX_COST':>12} SPENT")
     for t in view.tenants:
@@ -62,18 +63,17 @@ def _list(client: httpx.Client) -> int:
     return 0
 
 
-def _set(client: httpx.Client, args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {
-        "expected_revision": current_revision(client),
-        "reason": args.reason,
-        "on_behalf_of": args.on_behalf_of,
-    }
-    if args.clear:
-        body["clear"] = True
-    else:
-        body.update(period=args.period, max_tokens=args.max_tokens, max_cost=args.max_cost)
-    response = client.post(f"/control/v2/tenants/{args.tenant}/budget", json=body)
-    view = answer(response, TenantBudgetChanged)
+def _set(control: ControlClient, args: argparse.Namespace) -> int:
+    view = control.set_tenant_budget(
+        args.tenant,
+        expected_revision=control.accounts().revision,
+        reason=args.reason,
+        on_behalf_of=args.on_behalf_of,
+        clear=args.clear,
+        period=args.period,
+        max_tokens=args.max_tokens,
+        max_cost=args.max_cost,
+    )
     budget = view.budget
     if budget is None:
         described = "no budget"

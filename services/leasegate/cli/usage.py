@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    import httpx
-
-from leasegate.cli.answers import answer
-from leasegate.wire import UsageReport
+if TYPE_CHECKING:  # imported when a command runs: a server process never needs httpx
+    from leasegate.client import ControlClient
 
 _COUNTS = (
     "requests",
@@ -27,6 +25,7 @@ _COUNTS = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
     "cost",
+    "estimated_requests",
 )
 _PAGE = 1000
 
@@ -40,19 +39,26 @@ def add_usage_command(commands: Any, client_options: Any) -> None:
     client_options(parser)
 
 
-def print_usage(client: httpx.Client, args: argparse.Namespace) -> int:
-    """Exit 0 with the report, 1 when the control plane refused the query."""
-    params: dict[str, str | int] = {"group_by": args.group_by, "limit": _PAGE}
-    if args.since:
-        params["since"] = args.since
-    if args.until:
-        params["until"] = args.until
+def print_usage(control: ControlClient, args: argparse.Namespace) -> int:
+    """Exit 0 with the report, 1 when the control plane refused the query, 2 for an
+    instant that is not ISO 8601."""
+    try:
+        since = datetime.fromisoformat(args.since) if args.since else None
+        until = datetime.fromisoformat(args.until) if args.until else None
+    except ValueError:
+        sys.stderr.write("leasegate: --since and --until take ISO 8601 instants\n")
+        return 2
     rows: list[dict[str, Any]] = []
     offset: int | None = 0
     report: dict[str, Any] = {}
     while offset is not None:
-        response = client.get("/control/v2/usage", params={**params, "offset": offset})
-        page = answer(response, UsageReport)
+        page = control.usage(
+            since=since,
+            until=until,
+            group_by=args.group_by.split(","),
+            limit=_PAGE,
+            offset=offset,
+        )
         # printed as sent: the model's own encoding of times and money
         report = page.model_dump(mode="json", exclude={"usage"})
         rows.extend(group.model_dump(mode="json", exclude_unset=True) for group in page.usage)

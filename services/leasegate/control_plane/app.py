@@ -22,7 +22,7 @@ from leasegate.db.partitions import EvidencePartitions
 from leasegate.web.api_app import base_app
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.health_metrics import HealthGauges
-from leasegate.web.ops import ops_routes
+from leasegate.web.ops import ops_routes, store_probes
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import Stores, open_stores
 
@@ -60,7 +60,7 @@ def install_control_plane(
     app.include_router(control_router(runtime))
     app.router.routes.extend(
         ops_routes(
-            {"database": stores.ping_database, "redis": stores.ping_redis},
+            store_probes(stores),
             metrics_registry,
             refresh=(health_gauges.refresh, capacity_gauges.refresh, tenant_gauges.refresh),
             report=runtime.overlay.report,
@@ -83,9 +83,11 @@ def create_control_plane_app(config: Config, clock: Clock | None = None) -> Fast
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         upkeep.start()
+        runtime.reconciler.start()
         try:
             yield
         finally:
+            await runtime.reconciler.stop()
             await upkeep.stop()
             await stores.aclose()
 

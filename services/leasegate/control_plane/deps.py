@@ -20,10 +20,10 @@ from leasegate.core.clock import Clock, new_id
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.ports.health import HealthSnapshot
 from leasegate.core.ports.revocation import Revocation
-from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
 from leasegate.routing.selection import NO_COOLDOWNS, Facts, NoneEligible, Selected, select
+from leasegate.web.spend_totals import SpendTotals
 
 IdSource = Callable[[str], str]
 """`prefix -> unique id` (`md_3f9c…`): `core.clock.new_id` in production."""
@@ -70,8 +70,8 @@ class MintDeps:
     registry: Registry
     revocations: RevocationPublisher
     limits: Limits
-    spend: ChainSpend
-    """Running totals, for tenant budgets."""
+    spend: SpendTotals
+    """Running totals (rebuilt from evidence when unknown), for tenant budgets."""
     new_id: IdSource = new_id
 
 

@@ -21,11 +21,36 @@ from leasegate.core.records import MintDecision
 from leasegate.routing.selection import cooldown_scope
 from leasegate.wire import MintAnswer
 
+# The mint body's fields when fingerprints were first stored. They are always part of the
+# canonical form (defaults filled in), so every fingerprint already in a decision row still
+# matches its replay. A field added since counts only when it is set: a new optional field
+# never changes the fingerprint of a body that does not use it, so a replay that spans the
+# deploy adding it still matches.
+_FIRST_FIELDS = frozenset(
+    {
+        "tenant",
+        "dispatch_id",
+        "model",
+        "role",
+        "ttl_s",
+        "retry_of_mint_decision_id",
+        "supersedes_mint_decision_id",
+        "budget",
+    }
+)
+
 
 def fingerprint(body: MintBody) -> str:
     """A digest of the canonical body: defaults filled in, keys sorted, so `"ttl_s": null`
     and an omitted `ttl_s` are the same request."""
-    canonical = json.dumps(body.model_dump(), sort_keys=True, separators=(",", ":"))
+    fields = body.model_dump()
+    defaults = {name: info.get_default() for name, info in type(body).model_fields.items()}
+    canonical_fields = {
+        name: value
+        for name, value in fields.items()
+        if name in _FIRST_FIELDS or value != defaults.get(name)
+    }
+    canonical = json.dumps(canonical_fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

@@ -10,12 +10,14 @@ from leasegate.config import Settings
 from leasegate.control_plane.deps import Limits, MintDeps, announce_revoked
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
+from leasegate.control_plane.spend_reconcile import SpendReconciler
 from leasegate.control_plane.throttle import FailedAuthThrottle
 from leasegate.control_plane.usage import SpendToday
 from leasegate.core.clock import Clock
 from leasegate.core.records import KeyRecord
 from leasegate.db.audit import AuditRepository
 from leasegate.web.auth import TokenAuthority
+from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.wiring import Stores
 
 
@@ -31,6 +33,10 @@ class ControlRuntime:
     """The operators' account states, folded from the audit chain."""
     spend_today: SpendToday = field(init=False, default_factory=SpendToday)
     """Each account's usage since midnight, for the accounts view."""
+    totals: SpendTotals = field(init=False)
+    """Running spend totals, rebuilt from evidence when the spend store lost them."""
+    reconciler: SpendReconciler = field(init=False)
+    """Brings the totals back to evidence; started by the app's lifespan."""
     services: MintDeps = field(init=False)
     """The collaborators of mint, hops, renewal and revocation (`deps.py`)."""
     failed_auth: FailedAuthThrottle = field(init=False, default_factory=FailedAuthThrottle)
@@ -42,6 +48,21 @@ class ControlRuntime:
             self.stores.witness,
             self.settings.audit_key,
             self.clock,
+        )
+        self.totals = SpendTotals(
+            self.stores.spend,
+            self.stores.store,
+            self.registry,
+            self.clock,
+            settle_seconds(self.settings.evidence_flush_interval_s),
+        )
+        self.reconciler = SpendReconciler(
+            self.overlay,
+            self.totals,
+            self.stores.store,
+            self.clock,
+            every_s=self.settings.spend_reconcile_interval_s,
+            chain_keep_s=self.settings.key_max_ttl_s,
         )
         self.services = MintDeps(
             clock=self.clock,
@@ -55,7 +76,7 @@ class ControlRuntime:
                 key_max_ttl_s=self.settings.key_max_ttl_s,
                 max_fallback_hops=self.settings.max_fallback_hops,
             ),
-            spend=self.stores.spend,
+            spend=self.totals,
         )
 
     async def announce_revoked(self, keys: Sequence[KeyRecord]) -> None:

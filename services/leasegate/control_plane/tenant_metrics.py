@@ -35,7 +35,7 @@ class TenantBudgetGauges:
             verdict = await runtime.overlay.verdict()
             fractions = {
                 (tenant, budget.period): spent_fraction(
-                    budget, await tenant_spent(runtime.stores.spend, tenant, budget, now)
+                    budget, await tenant_spent(runtime.totals, tenant, budget, now)
                 )
                 for tenant, budget in verdict.budgets.items()
             }

@@ -7,13 +7,13 @@ the tenant's running total, and the mint's refusal once a tenant has spent its b
     GET  /control/v2/tenants                   every budgeted tenant, with its spend
 
 The running total is the spend store's (Redis in production), added to by the proxies as each
-request of a budgeted tenant finishes, one total per tenant and UTC period.
+request of a budgeted tenant finishes, one total per tenant and UTC period; rebuilt from
+evidence when the store lost it, and brought back to evidence by `SpendReconciler`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from decimal import Decimal
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Request
@@ -26,20 +26,16 @@ from leasegate.control_plane.overlay import BudgetChange
 from leasegate.control_plane.schemas import ID_PATTERN, AuditedBody, MaxCost, MaxTokens
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
-from leasegate.core.ports.spend import ChainSpend
-from leasegate.db.usage import UsageGroup
 from leasegate.spend import (
     Spent,
     TenantBudget,
-    TokenCounts,
-    billionths,
     exhausted,
     period_end,
     period_start,
     seconds_left,
     spent_of,
-    tenant_total_id,
 )
+from leasegate.web.spend_totals import SpendTotals, tenant_total
 from leasegate.wire import (
     Tenant,
     TenantBudgetChanged,
@@ -98,9 +94,8 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
             actor=caller.name,
             on_behalf_of=body.on_behalf_of,
         )
-        before = (await runtime.overlay.verdict()).budgets.get(tenant)
         record, _ = await runtime.overlay.mutate(change)
-        await seed_from_evidence(runtime, tenant, before)
+        await runtime.reconciler.budget_set(tenant)
         view = await tenant_view(runtime, tenant)
         appended = TenantBudgetRecord.model_validate(record, from_attributes=True)
         return TenantBudgetChanged(**dict(view), record=appended)
@@ -147,7 +142,7 @@ async def tenant_view(runtime: ControlRuntime, tenant: str) -> TenantRead:
 async def _budget_view(
     runtime: ControlRuntime, tenant: str, budget: TenantBudget, now: datetime
 ) -> Tenant:
-    spent = await tenant_spent(runtime.stores.spend, tenant, budget, now)
+    spent = await tenant_spent(runtime.totals, tenant, budget, now)
     return Tenant(
         tenant=tenant,
         budget=TenantBudgetView(
@@ -176,53 +171,15 @@ def spent_fraction(budget: TenantBudget, spent: Spent) -> float:
 
 
 async def tenant_spent(
-    store: ChainSpend, tenant: str, budget: TenantBudget, now: datetime
+    totals: SpendTotals, tenant: str, budget: TenantBudget, now: datetime
 ) -> Spent:
-    tokens, cost = await store.spent(tenant_total_id(tenant, budget.period, now))
+    """This period's total, rebuilt from evidence first if the spend store lost it."""
+    tokens, cost = await totals.spent(tenant_total(tenant, budget, now))
     return spent_of(tokens, cost)
 
 
-async def seed_from_evidence(
-    runtime: ControlRuntime, tenant: str, before: TenantBudget | None
-) -> None:
-    """A budget new to this period starts its running total from the tenant's evidence since
-    the period began: the proxies only count a tenant once they know its budget. Done after
-    the append and only while the total is still empty, so a proxy that has already started
-    counting is never counted over (docs/spend.md states the window this leaves)."""
-    budget = (await runtime.overlay.verdict()).budgets.get(tenant)
-    if budget is None or (before is not None and before.period == budget.period):
-        return
-    now = runtime.clock.now()
-    total_id = tenant_total_id(tenant, budget.period, now)
-    store = runtime.stores.spend
-    if await store.spent(total_id) != (0, 0):
-        return
-    since, until = period_start(now, budget.period), now + timedelta(microseconds=1)
-    # by account: providers count cached input differently (leasegate.spend.prices)
-    found = await runtime.stores.store.usage(
-        since, until, ("account",), limit=10_000, tenant=tenant
-    )
-    tokens = sum(_tokens_of(runtime, group) for group in found)
-    cost = sum((group.cost for group in found if group.cost is not None), Decimal(0))
-    keep_s = seconds_left(now, budget.period) + 86_400.0
-    if tokens or cost:
-        await store.add(total_id, tokens, billionths(cost), keep_s)
-
-
-def _tokens_of(runtime: ControlRuntime, group: UsageGroup) -> int:
-    account = runtime.registry.account(group.keys.get("account") or "")
-    counts = TokenCounts(
-        group.input_tokens,
-        group.output_tokens,
-        group.cache_read_input_tokens,
-        group.cache_creation_input_tokens,
-        input_includes_cache=account.input_includes_cache if account is not None else False,
-    )
-    return counts.total
-
-
 async def tenant_budget_refusal(
-    overlay: OverlayVerdict, spend: ChainSpend, clock: Clock, tenant: str
+    overlay: OverlayVerdict, spend: SpendTotals, clock: Clock, tenant: str
 ) -> GatewayError | None:
     """`tenant-budget-exhausted` (held until the period ends) when the tenant's spend in the
     current period has reached its budget; None otherwise. From the overlay's cached fold,

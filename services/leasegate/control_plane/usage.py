@@ -66,6 +66,7 @@ def usage_view(group: UsageGroup) -> UsageGroupView:
         cache_read_input_tokens=group.cache_read_input_tokens,
         cache_creation_input_tokens=group.cache_creation_input_tokens,
         cost=group.cost,
+        estimated_requests=group.estimated_requests,
     )
 
 

@@ -22,7 +22,7 @@ from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.proxy.asgi import DataPlane
 from leasegate.proxy.evidence import EvidenceSink
 from leasegate.proxy.evidence_metrics import EvidenceMetrics
-from leasegate.proxy.evidence_spill import SpillFile
+from leasegate.proxy.evidence_spill import open_spill
 from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
@@ -33,7 +33,8 @@ from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.app_base import plain_app
 from leasegate.web.health_metrics import HealthGauges
-from leasegate.web.ops import ops_routes
+from leasegate.web.ops import ops_routes, store_probes
+from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.store_metrics import StoreMetrics
 from leasegate.web.wiring import ProxyStores, open_proxy_stores
 
@@ -59,7 +60,12 @@ def build_proxy_runtime(
         settings=settings,
         registry=config.registry,
         clock=clock,
-        resolver=KeyResolver(stores.durable, clock, settings.key_cache_ttl_s),
+        resolver=KeyResolver(
+            stores.durable,
+            clock,
+            settings.key_cache_ttl_s,
+            fanout_ready=lambda: stores.revocations.ready,
+        ),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
         slots=SlotKeeper(stores.slots, clock),
@@ -68,19 +74,23 @@ def build_proxy_runtime(
             flush_interval_s=settings.evidence_flush_interval_s,
             memory_rows=settings.evidence_memory_rows,
             durable_timeout_s=settings.evidence_durable_timeout_s,
-            spill=(
-                SpillFile.open(settings.evidence_spill_path, settings.database_url)
-                if settings.evidence_spill_path is not None
-                else None
-            ),
+            spill=open_spill(settings.evidence_spill_dir, settings.database_url),
             metrics=EvidenceMetrics(metrics_registry),
         ),
         metrics=ProxyMetrics(metrics_registry),
         spend=SpendGate(
             config.registry,
-            stores.spend,
+            SpendTotals(
+                stores.spend,
+                stores.durable,
+                config.registry,
+                clock,
+                settle_seconds(settings.evidence_flush_interval_s),
+            ),
             keep_s=settings.key_max_ttl_s,
-            tenants=TenantBudgetWatch(stores.durable, settings.audit_key, clock),
+            tenants=TenantBudgetWatch(
+                stores.durable, settings.audit_key, clock, witness=stores.witness
+            ),
             clock=clock,
         ),
         tracer=_request_tracer() if config.tracing_endpoint is not None else None,
@@ -145,7 +155,7 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
 
     gauges = HealthGauges(metrics_registry, config.registry, stores.health, the_clock)
     ops = ops_routes(
-        {"database": stores.ping_database, "redis": stores.ping_redis},
+        store_probes(stores),
         metrics_registry,
         refresh=(gauges.refresh,),
         accounts=config.registry,

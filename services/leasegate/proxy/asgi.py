@@ -6,7 +6,7 @@ hands everything else — `GET /v1/models`, `/healthz`, `/readyz`, `/metrics`, u
 wrong methods, the lifespan — to the app behind it (the proxy's Starlette app; the embedded
 gateway's FastAPI one), which keeps the error envelopes (and, embedded, the control plane's
 validation and OpenAPI). The request body is read here once, behind the same
-`BodyLimitMiddleware` (size cap, idle deadline) the app behind uses.
+`BodyLimitMiddleware` (size cap, idle and total deadlines) the app behind uses.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from leasegate.web.body_limit import BodyLimitMiddleware
 
 class ProxiedEndpoint:
     """The ASGI app of one proxied endpoint (`POST` only; the router checks the method).
-    It is served behind `BodyLimitMiddleware` (size cap and body idle deadline), whose
+    It is served behind `BodyLimitMiddleware` (size cap and body deadlines), whose
     refusals `forward` records like any other."""
 
     __slots__ = ("endpoint", "model_in_path", "runtime")
@@ -73,7 +73,10 @@ class DataPlane:
         self._bare = {e.path: ProxiedEndpoint(runtime, e) for e in ENDPOINTS}
         limited: dict[str, ASGIApp] = {
             path: BodyLimitMiddleware(
-                app, max_bytes=settings.max_body_bytes, idle_timeout_s=settings.body_idle_timeout_s
+                app,
+                max_bytes=settings.max_body_bytes,
+                idle_timeout_s=settings.body_idle_timeout_s,
+                total_timeout_s=settings.body_total_timeout_s,
             )
             for path, app in self._bare.items()
         }

@@ -31,6 +31,11 @@ class Attempt:
     first_byte_mono: float | None = None
     usage: Usage = field(default_factory=Usage)
     malformed_chunks: int = 0
+    body_bytes: int = 0
+    """The caller's request body's size: a usage estimate's input (leasegate.providers.estimate)."""
+    strip_usage: bool = False
+    """The proxy asked the upstream for the stream's usage: the caller did not, and does not
+    receive the event that carries it."""
     slot_account: str | None = None
     health_trial: Admitted | None = None
     """Set when the health store let this request through as a half-open trial."""
@@ -80,6 +85,7 @@ class Attempt:
             duration_ms=round((ended_mono - self.started_mono) * 1000, 3),
             malformed_chunks=self.malformed_chunks,
             cost=cost,
+            usage_estimated=self.usage.estimated,
         )
 
 

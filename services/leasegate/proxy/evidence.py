@@ -7,13 +7,21 @@ The response never waits for a success row. A qualifying failure's row is writte
 Two kinds of failed write are told apart, as the store raises them (`StoreUnavailable`,
 `StoreRejected`):
 
-- the database is unreachable: the batch is kept and retried with backoff, rows pile up in
-  memory up to `memory_rows`, and beyond that in the spill file (evidence_spill.py), which is
-  replayed once the database answers again;
+- the database is unreachable: the batch is kept and retried with backoff. With a spill file
+  (evidence_spill.py), every row waiting in memory moves to it at once, and every new row goes
+  straight to it, until the database has taken everything again: a process killed during an
+  outage loses at most the rows of its last flush interval (the file is fsynced every interval
+  while it grows). A batch write still unfinished after `STALL_S` (a database that hangs
+  rather than refuses) counts the same for this purpose: its rows are copied to the file too,
+  and a copy replayed after the write did land is ignored by the insert. Without a spill file
+  rows wait in memory up to `memory_rows`, then the oldest are dropped. Either way the spill
+  file is replayed once the database answers again;
 - the database refused a row's content: the batch is split in halves until the offending rows
   are alone; each is dead-lettered (one JSON log line with its request id, key id and the
   driver's error class, never a value, and `leasegate_evidence_dead_letter_total`), every
   other row is written.
+
+While the database takes every batch, rows stay in memory only and nothing is fsynced.
 
 `stop()` flushes what is left within the drain time; rows that still cannot be written go to
 the spill file when there is one, so a restarted process writes them.
@@ -26,7 +34,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from leasegate.core.ports.errors import StoreRejected, StoreUnavailable, failure_reason
 from leasegate.core.ports.storage import EvidenceWriter
@@ -40,6 +48,9 @@ MAX_BACKOFF_S = 5.0
 DEAD_LETTER_EVENT = "evidence row refused by the database: dead-lettered"
 BATCH_TIMEOUT_S = 10.0
 """A batch write that has not finished by then counts as unreachable (a silent partition)."""
+STALL_S = 1.0
+"""A batch write unfinished after this long sends the rows waiting to the spill file (the
+default of `stall_s`)."""
 
 
 class EvidenceSink:
@@ -53,6 +64,7 @@ class EvidenceSink:
         durable_timeout_s: float = 2.0,
         spill: SpillFile | None = None,
         metrics: EvidenceMetrics | None = None,
+        stall_s: float = STALL_S,
     ) -> None:
         self._writer = writer
         self._interval = flush_interval_s
@@ -60,18 +72,22 @@ class EvidenceSink:
         self._memory_rows = memory_rows
         self._durable_timeout_s = durable_timeout_s
         self._spill = spill
+        self._stall_s = stall_s
         self._metrics = metrics or EvidenceMetrics(None)
         self._rows: deque[EvidenceRow] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._syncs: set[asyncio.Task[None]] = set()
         self._reachable = True
+        self._to_disk = spill is not None and spill.pending > 0
+        """New rows go straight to the spill file: the database is not taking batches, or
+        the file still holds rows (kept first, in order)."""
         self.dropped = 0
         self.dead_lettered = 0
 
     def add(self, row: EvidenceRow) -> None:
         """Queue a row; never blocks, never raises."""
-        if len(self._rows) >= self._memory_rows or (self._spill and self._spill.pending):
-            # past the memory bound (or already spilling, to keep the order simple)
+        if self._to_disk or len(self._rows) >= self._memory_rows:
             self._overflow(row)
         else:
             self._rows.append(row)
@@ -133,47 +149,99 @@ class EvidenceSink:
         return not self.pending
 
     async def _run(self) -> None:
-        backoff = self._interval
+        loop = asyncio.get_running_loop()
+        backoff, retry_at = self._interval, 0.0
         while True:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(backoff):
+                async with asyncio.timeout(self._interval):
                     await self._wake.wait()
             self._wake.clear()
+            if loop.time() >= retry_at:
+                ok = True
+                while self.pending and ok:
+                    ok = await self._flush_once()
+                if ok:
+                    backoff, retry_at = self._interval, 0.0
+                else:
+                    backoff = min(max(backoff * 2, 0.1), MAX_BACKOFF_S)
+                    retry_at = loop.time() + backoff
+            if not self._reachable:
+                self._evacuate()
             if self._spill is not None:
-                await self._spill.sync_async()
-            ok = True
-            while self.pending and ok:
-                ok = await self._flush_once()
-            backoff = self._interval if ok else min(max(backoff * 2, 0.1), MAX_BACKOFF_S)
+                await self._spill.sync_async()  # nothing to do unless rows were appended
 
     async def _flush_once(self) -> bool:
         """Write one batch (memory first, then the spill file); False if the database is
         unreachable."""
         spill = self._spill if not self._rows and self._spill and self._spill.pending else None
+        on_disk = spill is not None
         if spill is not None:
             batch = spill.peek(self._max_batch)
         else:
-            batch = [self._rows[i] for i in range(min(self._max_batch, len(self._rows)))]
+            batch = [self._rows.popleft() for _ in range(min(self._max_batch, len(self._rows)))]
+
+        def stalled() -> None:
+            nonlocal on_disk
+            if not on_disk:
+                on_disk = self._to_spill(batch) == len(batch)
+            self._evacuate()
+
         try:
-            await self._write_isolating(batch)
+            await self._watched(self._write_isolating(batch), stalled)
         except (StoreUnavailable, TimeoutError) as exc:  # TimeoutError: the batch's deadline
             log.warning(
                 "evidence write failed; will retry",
                 extra={"rows": len(batch), "error": failure_reason(exc)},
             )
+            self._keep(batch, on_disk)
             return False
         except Exception:
             # a bug, not the database: keep the rows and the writer, say so loudly
             log.exception("evidence write failed unexpectedly; will retry")
+            self._keep(batch, on_disk)
             return False
+        except BaseException:  # cancelled (a drain's deadline, stop): the rows stay
+            self._keep(batch, on_disk)
+            raise
         if spill is not None:
             spill.consume()
-            self._metrics.spilled(spill.pending, spill.size_bytes)
-        else:
-            for _ in batch:
-                self._rows.popleft()
+        if self._spill is not None and (spill is not None or self._to_disk):
+            self._to_disk = self._spill.pending > 0
+            self._metrics.spilled(self._spill.pending, self._spill.size_bytes)
         self._metrics.queued(len(self._rows))
         return True
+
+    def _keep(self, batch: list[EvidenceRow], on_disk: bool) -> None:
+        """A batch from memory that was not written goes back to the front of the queue
+        (unless it is in the spill file already)."""
+        if not on_disk:
+            self._rows.extendleft(reversed(batch))
+
+    async def _watched(self, write: Awaitable[None], stalled: Callable[[], None]) -> None:
+        """Await `write`; if it is still unfinished after `stall_s` (with a spill file), call
+        `stalled` then, and fsync the file every flush interval until it ends. Only a timer
+        is armed for this: nothing more per batch while writes are quick."""
+        spill = self._spill
+        if spill is None:
+            await write
+            return
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle
+
+        def tick(first: bool) -> None:
+            nonlocal timer
+            if first:
+                stalled()
+            sync = loop.create_task(spill.sync_async())
+            self._syncs.add(sync)
+            sync.add_done_callback(self._syncs.discard)
+            timer = loop.call_later(self._interval, tick, False)
+
+        timer = loop.call_later(self._stall_s, tick, True)
+        try:
+            await write
+        finally:
+            timer.cancel()
 
     async def _write_isolating(self, batch: Sequence[EvidenceRow]) -> None:
         """Write `batch`; rows the database refuses are found by bisection and dead-lettered.
@@ -199,6 +267,8 @@ class EvidenceSink:
                 await self._writer.write_evidence(rows)
         except (StoreUnavailable, TimeoutError):
             self._reachable = False
+            if self._spill is not None:
+                self._to_disk = True  # new rows go to disk; _run moves the waiting ones
             raise
         self._reachable = True
         self._metrics.flushed(time.perf_counter() - started)
@@ -206,9 +276,11 @@ class EvidenceSink:
     def _overflow(self, row: EvidenceRow) -> None:
         if self._spill is not None:
             if self._spill.append(row):
+                self._to_disk = True
                 self._metrics.spilled(self._spill.pending, self._spill.size_bytes)
                 return
             self._metrics.spill_failed()
+            self._to_disk = False  # the disk refused it: memory until the next evacuation
         # no spill file, or the disk refused it: memory is the last resort, then the oldest go
         self._rows.append(row)
         limit = self._memory_rows * 2 if self._spill is not None else self._memory_rows
@@ -220,6 +292,30 @@ class EvidenceSink:
                 "evidence buffer full: dropped the oldest row",
                 extra={"request_id": lost.request_id},
             )
+
+    def _evacuate(self) -> None:
+        """Move every row waiting in memory to the spill file (the database is not taking
+        them); from now on new rows go there directly."""
+        if self._spill is None:
+            return
+        self._to_disk = True
+        moved = self._to_spill(self._rows)
+        for _ in range(moved):
+            self._rows.popleft()
+        if moved:
+            self._metrics.spilled(self._spill.pending, self._spill.size_bytes)
+            self._metrics.queued(len(self._rows))
+
+    def _to_spill(self, rows: Iterable[EvidenceRow]) -> int:
+        """Append `rows` in order until the disk refuses one; how many were appended."""
+        appended = 0
+        for row in rows:
+            if self._spill is None or not self._spill.append(row):
+                self._metrics.spill_failed()
+                self._to_disk = False
+                break
+            appended += 1
+        return appended
 
     def _dead_letter(self, row: EvidenceRow, reason: str) -> None:
         self.dead_lettered += 1

@@ -231,6 +231,23 @@ class SpillFile:
         os.replace(aside, segment.path)
 
 
+def open_spill(root: Path | None, database_url: str) -> SpillFile | None:
+    """The spill file under `root` (none without one). A directory that cannot be created or
+    written is not fatal: one warning names it, and rows the database cannot take wait in
+    memory instead (up to `LEASEGATE_EVIDENCE_MEMORY_ROWS`, then the oldest are dropped)."""
+    if root is None:
+        return None
+    try:
+        return SpillFile.open(root, database_url)
+    except OSError as exc:
+        log.warning(
+            "evidence spill directory not writable: during a database outage evidence rows "
+            "wait in memory only, and are lost if the process dies",
+            extra={"path": str(root.absolute()), "error": type(exc).__name__},
+        )
+        return None
+
+
 def _still_at(path: Path, fd: int) -> bool:
     try:
         return os.stat(path).st_ino == os.fstat(fd).st_ino

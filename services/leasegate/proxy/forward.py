@@ -40,6 +40,11 @@ from leasegate.upstream.failures import send_failure
 from leasegate.web.body_limit import BodyReadTimeout, BodyTooLarge
 
 
+class BodyRefused(GatewayError):
+    """The body could not be read whole (too large, too slow): the rest of it may still be on
+    the wire, so the refusal closes the connection (`Connection: close`)."""
+
+
 class ClientGone(Exception):
     """The caller disconnected before its request body was in (its row is already queued)."""
 
@@ -75,9 +80,9 @@ async def forward(
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
         payload = await _rewrite_body(
-            runtime, content_type, body, attempt, key, endpoint, path_model
+            runtime, content_type, body, attempt, key, account, endpoint, path_model
         )
-        await runtime.spend.check(key)
+        await runtime.spend.check(key, attempt.started_at)
         await in_step(trace, "proxy.health", _check_health(runtime, attempt, key))
         if (capacity := account.request_capacity) is not None:  # else nothing is counted
             await in_step(trace, "proxy.slot", _take_slot(runtime, attempt, account.id, capacity))
@@ -87,7 +92,8 @@ async def forward(
         raise
     except GatewayError as refusal:
         await runtime.finish(attempt, Observation("refused", refusal_code=refusal.code))
-        return refusal_response(refusal, attempt.request_id, attempt.key)
+        closing = isinstance(refusal, BodyRefused)
+        return refusal_response(refusal, attempt.request_id, attempt.key, close=closing)
     except StoreError as exc:
         unavailable = GatewayError(
             "unavailable",
@@ -173,20 +179,23 @@ async def _rewrite_body(
     read: Body,
     attempt: Attempt,
     key: KeyRecord,
+    account: Account,
     endpoint: Endpoint,
     path_model: str | None,
 ) -> bytes:
     """The body to send upstream, `model` set to the served name (always re-encoded: the
-    upstream reads exactly what was checked, duplicate keys included). For an endpoint with
+    upstream reads exactly what was checked, duplicate keys included) and, on a stream whose
+    wire reports usage only when asked, the ask (`Wire.ask_usage`). For an endpoint with
     the model in its path, the path's model is checked and the body left as it is (the kind
     puts the served name in the upstream path)."""
     check_content_type(content_type)
     try:
         raw = await read()
     except BodyTooLarge as too_large:
-        raise GatewayError("invalid-request", too_large.detail, status=413) from None
+        raise BodyRefused("invalid-request", too_large.detail, status=413) from None
     except BodyReadTimeout as timed_out:
-        raise GatewayError("request-timeout", timed_out.detail) from None
+        raise BodyRefused("request-timeout", timed_out.detail) from None
+    attempt.body_bytes = len(raw)
     if path_model is None:
         body = parse_body(raw)
     else:
@@ -203,6 +212,9 @@ async def _rewrite_body(
         raise GatewayError("model-not-permitted", "this key may not call that model")
     if path_model is None:
         body.fields["model"] = key.served_model
+        if body.stream and endpoint.streams:
+            # the stream's usage is what its cost and budgets are counted from
+            attempt.strip_usage = account.kind.ask_usage(endpoint, body.fields, account.options)
     return encode_body(body.fields)
 
 

@@ -4,7 +4,10 @@ A cached record saves the database round trip; revocations arrive by fan-out and
 deny list kept until the key would have expired anyway, so a revoked key is refused by every
 replica at once. The deny list is checked after a database read as well, which closes the race
 where a revocation lands while the read is in flight. When the fan-out reconnects (messages may
-have been lost) the cache is dropped and the database answers until it warms again.
+have been lost) the cache is dropped and the database answers until it warms again; while
+the fan-out is down (`fanout_ready` false: its heartbeat went unanswered, or it is
+reconnecting) an entry is trusted for at most `UNTRUSTED_TTL_S` since it was read, so a
+revocation the fan-out cannot deliver is seen in the database within that long.
 
 While the database cannot answer (down, or past its deadline), a key whose cache entry has
 aged out keeps being served from that entry: a partition does not refuse the keys a proxy
@@ -15,7 +18,7 @@ has never seen needs the database (503 `unavailable` while it is out).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
@@ -28,6 +31,8 @@ from leasegate.keys import ParsedKey, parse_key, secret_matches
 _MAX_ENTRIES = 100_000
 STALE_GRACE_S = 5.0
 """After a failed database read, known keys are served from the cache this long untried."""
+UNTRUSTED_TTL_S = 1.0
+"""How long a cache entry is trusted while revocations cannot arrive by fan-out."""
 
 
 class KeyRefused(GatewayError):
@@ -39,11 +44,20 @@ class KeyRefused(GatewayError):
 
 
 class KeyResolver:
-    def __init__(self, reader: KeyReader, clock: Clock, ttl_s: float) -> None:
+    def __init__(
+        self,
+        reader: KeyReader,
+        clock: Clock,
+        ttl_s: float,
+        *,
+        fanout_ready: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._reader = reader
         self._clock = clock
         self._ttl_s = ttl_s
+        self._fanout_ready = fanout_ready
         self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
+        """key id: (record, when it was read, monotonic)"""
         self._revoked: dict[str, float] = {}
         self._database_out_until = 0.0
 
@@ -61,8 +75,10 @@ class KeyResolver:
     async def _lookup(self, key_id: str) -> KeyRecord | None:
         now = self._clock.monotonic()
         hit = self._cache.get(key_id)
-        if hit is not None and (hit[1] > now or now < self._database_out_until):
-            return hit[0]
+        if hit is not None:
+            trusted_s = self._ttl_s if self._fanout_ready() else min(self._ttl_s, UNTRUSTED_TTL_S)
+            if now - hit[1] < trusted_s or now < self._database_out_until:
+                return hit[0]
         try:
             record = await self._reader.get_key(key_id)
         except StoreError:
@@ -74,7 +90,7 @@ class KeyResolver:
                 raise
             return hit[0]
         if record is not None and record.revoked_at is None and key_id not in self._revoked:
-            self._cache[key_id] = (record, now + self._ttl_s)
+            self._cache[key_id] = (record, now)
             self._cache.move_to_end(key_id)
             if len(self._cache) > _MAX_ENTRIES:
                 self._cache.popitem(last=False)

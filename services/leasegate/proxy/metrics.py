@@ -54,6 +54,12 @@ class ProxyMetrics:
             ["account", "model"],
             registry=registry,
         )
+        self.usage_estimated = Counter(
+            "leasegate_proxy_usage_estimated",
+            "Streams that never reported usage and were charged the gateway's estimate.",
+            ["account", "model"],
+            registry=registry,
+        )
         self.refusals = Counter(
             "leasegate_proxy_refusals",
             "Requests the proxy refused itself, by error code (key-revoked, model-cooling, ...).",
@@ -88,6 +94,8 @@ class ProxyMetrics:
                 self.tokens.labels(account, model, kind).inc(count)
         if row.cost:
             self.cost.labels(account, model).inc(float(row.cost))
+        if row.usage_estimated:
+            self.usage_estimated.labels(account, model).inc()
 
     def health_transitions(self, transitions: Sequence[HealthTransition]) -> None:
         for t in transitions:

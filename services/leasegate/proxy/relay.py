@@ -8,6 +8,12 @@ client that goes away is noticed by a watcher on `receive`, which cancels the re
 upstream response is closed and the attempt finished under a shield, whatever ended the
 stream.
 
+A stream's usage is what its cost and budgets count: when the proxy asked the upstream for it
+(`Wire.ask_usage`) the event that carries it is left out of what the caller receives; a caller
+that hangs up after the answer's end is outlived for up to `LEASEGATE_STREAM_USAGE_GRACE_S`
+while the usage arrives; a stream that never reports usage is charged an estimate
+(leasegate.providers.estimate), marked on its row.
+
 Both relays read the body under the account's first-token and idle deadlines
 (upstream/deadlines.py). A stream that stalls or is cut before its answer is complete gets an
 error event in the provider's own shape appended, so the caller's SDK raises instead of
@@ -27,7 +33,8 @@ from starlette.types import Message, Receive, Scope, Send
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.observation import Observation
 from leasegate.core.records import KeyRecord
-from leasegate.providers import Endpoint
+from leasegate.providers import Endpoint, Usage
+from leasegate.providers.estimate import settled_usage
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.routing.classify import classify
@@ -67,11 +74,14 @@ def leasegate_headers(request_id: str, key: KeyRecord | None) -> dict[str, str]:
 
 
 def refusal_response(
-    error: GatewayError, request_id: str, key: KeyRecord | None = None
+    error: GatewayError, request_id: str, key: KeyRecord | None = None, *, close: bool = False
 ) -> JSONResponse:
+    """The error envelope; `close`: the connection ends with this answer."""
     headers = leasegate_headers(request_id, key)
     if error.retry_after_s is not None:
         headers["retry-after"] = retry_after_header(error.retry_after_s)
+    if close:
+        headers["connection"] = "close"
     return JSONResponse(error.envelope(), status_code=error.status, headers=headers)
 
 
@@ -169,7 +179,8 @@ class StreamRelay(_Relay):
         runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
         account = runtime.registry.account(attempt.key.account_id) if attempt.key else None
         drop = account is None or not account.pass_malformed_events
-        scanner = StreamScanner(self._endpoint.wire, drop_malformed=drop)
+        strip = attempt.strip_usage
+        scanner = StreamScanner(self._endpoint.wire, drop_malformed=drop, strip_usage_only=strip)
         observation = Observation("client-abort", status=upstream.status)
         task = asyncio.current_task()
         watcher = asyncio.create_task(_cancel_on_disconnect(receive, task))
@@ -190,12 +201,14 @@ class StreamRelay(_Relay):
                 await self._end_with_error(send, "gateway-shutdown", SHUTDOWN_MESSAGE)
                 raise
             task.uncancel()
+            await self._read_on(scanner)
         except OSError:
-            pass  # the client's socket went away mid-send: a client abort
+            # the client's socket went away mid-send: a client abort
+            await self._read_on(scanner)
         finally:
             watcher.cancel()
             if not attempt.finished:
-                attempt.usage = scanner.usage
+                attempt.usage = self._usage(scanner)
                 attempt.malformed_chunks = scanner.malformed
             if drop and scanner.malformed:
                 log.warning(
@@ -253,12 +266,39 @@ class StreamRelay(_Relay):
             await self._append_error(send, "upstream-truncated", "the upstream stream ended early")
         return observation
 
+    async def _read_on(self, scanner: StreamScanner) -> None:
+        """The caller hung up after the answer ended but before its usage arrived (OpenAI's
+        usage event follows the finish): keep reading the upstream, relaying nothing, until
+        the usage is in or the stream ends, for at most `LEASEGATE_STREAM_USAGE_GRACE_S`.
+        A caller that hangs up mid-answer is not waited for: the upstream would go on
+        generating at the account's expense; its usage is estimated."""
+        grace_s = self._runtime.settings.stream_usage_grace_s
+        if grace_s <= 0 or not scanner.completed or scanner.usage.reported:
+            return
+        reader = BodyReader(self._upstream.content, self._deadlines)
+        try:
+            async with asyncio.timeout(grace_s):
+                while not scanner.usage.reported and (chunk := await reader.next()) is not None:
+                    scanner.feed(chunk)
+            if not scanner.usage.reported:
+                scanner.close()  # a last event with no blank line after it
+        except (TimeoutError, UpstreamError):
+            pass  # past the bound, stalled or cut: the usage is estimated
+        finally:
+            reader.close()
+
+    def _usage(self, scanner: StreamScanner) -> Usage:
+        """What the attempt is charged: the stream's reported usage, else an estimate."""
+        if not self._endpoint.completion:
+            return scanner.usage
+        return settled_usage(scanner.usage, self._attempt.body_bytes, scanner.text_chars)
+
     async def _finish_first(self, scanner: StreamScanner, observation: Observation) -> None:
         """End the attempt now if this failure qualifies for a hop: its row is then durable
         before the caller sees the failure. Shielded: a disconnect must not lose the row."""
         if not qualifies(observation, self._attempt):
             return
-        self._attempt.usage = scanner.usage
+        self._attempt.usage = self._usage(scanner)
         self._attempt.malformed_chunks = scanner.malformed
         with anyio.CancelScope(shield=True):
             await self._runtime.finish(self._attempt, observation)

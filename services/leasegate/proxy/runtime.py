@@ -86,7 +86,7 @@ class ProxyRuntime:
         self.metrics.observe(row)
         key = attempt.key
         try:
-            await self.spend.record(key, attempt.usage, cost)
+            await self.spend.record(key, attempt.usage, cost, attempt.started_at)
         except StoreError as exc:
             # the row (with its tokens and cost) is queued either way; the running total misses it
             log.error("spend record failed", extra={"error": exc.reason})

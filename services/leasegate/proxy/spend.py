@@ -2,9 +2,11 @@
 total) and its tenant's per period. Refused once a total has reached its budget.
 
 The check reads each running total that applies (one store call each, only for keys that
-carry a budget and tenants that have one); each finished request adds its tokens and cost to
-both. Requests already in flight when a total crosses its budget still finish, so a chain or
-a tenant overshoots by at most what those requests spend (docs/spend.md).
+carry a budget and tenants that have one); a total the store does not know (lost with Redis's
+data) is rebuilt from evidence before the request is admitted (`SpendTotals`). Each finished
+request adds its tokens and cost to both. Requests already in flight when a total crosses its
+budget still finish, so a chain or a tenant overshoots by at most what those requests spend
+(docs/spend.md).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from decimal import Decimal
 from leasegate.accounts import Registry
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
-from leasegate.core.ports.spend import ChainSpend
 from leasegate.core.records import KeyRecord
 from leasegate.providers import Usage
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
@@ -28,23 +29,21 @@ from leasegate.spend import (
     exhausted,
     seconds_left,
     spent_of,
-    tenant_total_id,
 )
-
-_DAY_S = 86_400.0
+from leasegate.web.spend_totals import SpendTotals, TotalRef, chain_total, tenant_total
 
 
 class SpendGate:
     def __init__(
         self,
         registry: Registry,
-        store: ChainSpend,
+        totals: SpendTotals,
         keep_s: float,
         tenants: TenantBudgetWatch | None = None,
         clock: Clock | None = None,
     ) -> None:
         self._registry = registry
-        self._store = store
+        self._totals = totals
         self._keep_s = keep_s
         """How long a chain's total is kept after its last request (the longest key life)."""
         self._tenants = tenants
@@ -58,24 +57,29 @@ class SpendGate:
             return None
         return cost_of(_counts(usage, account.input_includes_cache), account.prices.get(key.model))
 
-    async def check(self, key: KeyRecord) -> None:
-        await self._check_dispatch(key)
-        await self._check_tenant(key)
+    async def check(self, key: KeyRecord, started_at: datetime) -> None:
+        """Refuse once a total has reached its budget; `started_at`: the request's (a total
+        rebuilt for it counts the requests started from then on)."""
+        await self._check_dispatch(key, started_at)
+        await self._check_tenant(key, started_at)
 
-    async def _check_dispatch(self, key: KeyRecord) -> None:
+    async def _check_dispatch(self, key: KeyRecord, started_at: datetime) -> None:
         budget = _budget(key)
         if budget is None or key.chain_id is None:
             return
-        tokens, cost = await self._store.spent(key.chain_id)
+        tokens, cost = await self._totals.spent(self._chain(key.chain_id), started_at)
         if exhausted(budget, spent_of(tokens, cost)):
             raise GatewayError("dispatch-budget-exhausted", "this dispatch has spent its budget")
 
-    async def _check_tenant(self, key: KeyRecord) -> None:
-        tenant = await self._tenant_budget(key)
+    async def _check_tenant(self, key: KeyRecord, started_at: datetime) -> None:
+        if self._tenants is None:
+            return
+        tenant = await self._tenants.budget_of(key.tenant)  # fails closed: budgets-unverifiable
         if tenant is None:
             return
         now = self._now()
-        tokens, cost = await self._store.spent(tenant_total_id(key.tenant, tenant.period, now))
+        ref = tenant_total(key.tenant, tenant, now)
+        tokens, cost = await self._totals.spent(ref, min(started_at, now))
         if exhausted(tenant.budget, spent_of(tokens, cost)):
             raise GatewayError(
                 "tenant-budget-exhausted",
@@ -83,7 +87,11 @@ class SpendGate:
                 retry_after_s=seconds_left(now, tenant.period),
             )
 
-    async def record(self, key: KeyRecord | None, usage: Usage, cost: Decimal | None) -> None:
+    async def record(
+        self, key: KeyRecord | None, usage: Usage, cost: Decimal | None, started_at: datetime
+    ) -> None:
+        """Add a finished request (its evidence row started at `started_at`) to its chain's
+        total and its tenant's total for the period it started in, as /usage counts it."""
         if key is None:
             return
         account = self._registry.account(key.account_id)
@@ -93,15 +101,14 @@ class SpendGate:
         if not (tokens or amount):
             return
         if key.chain_id is not None and _budget(key) is not None:
-            await self._store.add(key.chain_id, tokens, amount, self._keep_s)
+            await self._totals.add(self._chain(key.chain_id), tokens, amount, started_at)
         tenant = await self._tenant_budget(key)
         if tenant is not None:
-            now = self._now()
-            # kept a day past the period's end, so a late reader still sees the final total
-            keep_s = seconds_left(now, tenant.period) + _DAY_S
-            await self._store.add(
-                tenant_total_id(key.tenant, tenant.period, now), tokens, amount, keep_s
-            )
+            ref = tenant_total(key.tenant, tenant, started_at)
+            await self._totals.add(ref, tokens, amount, started_at)
+
+    def _chain(self, chain_id: str) -> TotalRef:
+        return chain_total(chain_id, self._keep_s)
 
     async def _tenant_budget(self, key: KeyRecord) -> TenantBudget | None:
         if self._tenants is None:

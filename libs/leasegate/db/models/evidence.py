@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import Boolean, Float, Index, Integer, String, Text
+from sqlalchemy import Boolean, Float, Index, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from leasegate.db.models.base import Base, Money
@@ -45,3 +45,4 @@ class EvidenceRecordRow(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     malformed_chunks: Mapped[int] = mapped_column(Integer)
     cost: Mapped[Decimal | None] = mapped_column(Money())
+    usage_estimated: Mapped[bool] = mapped_column(Boolean, server_default=false())

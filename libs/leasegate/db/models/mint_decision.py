@@ -40,6 +40,6 @@ class MintDecisionRow(Base):
     authorised_by_request_id: Mapped[str | None] = mapped_column(String(64))
     idempotency_key: Mapped[str | None] = mapped_column(Text)
     request_fingerprint: Mapped[str | None] = mapped_column(String(128))
-    chain_id: Mapped[str | None] = mapped_column(String(64))
+    chain_id: Mapped[str | None] = mapped_column(String(64), index=True)
     budget_max_tokens: Mapped[int | None] = mapped_column(BigInteger)
     budget_max_cost: Mapped[Decimal | None] = mapped_column(Money())
