@@ -212,3 +212,35 @@ async def test_the_control_plane_process_app_serves_the_console(tmp_path: Path) 
             script = await client.get("/console/static/console.js")
             assert script.status_code == 200
             assert "setInterval" in script.text
+
+
+async def test_wrong_bearer_tokens_share_the_sign_in_budget_of_their_address(
+    gateway: Gateway,
+) -> None:
+    """Wrong bearer tokens on the control API count as failed sign-ins do: after 5 from one
+    address (here 3 console sign-ins and 2 API calls), the API answers that address 429 with
+    Retry-After and the error envelope, even for the right token, before comparing it; another
+    address is served."""
+
+    def client_from(address: str) -> httpx.AsyncClient:
+        transport = httpx.AsyncHTTPTransport(local_address=address)
+        return httpx.AsyncClient(base_url=gateway.url, transport=transport)
+
+    right = {"Authorization": f"Bearer {CONTROL_TOKEN}"}
+    async with client_from("127.0.0.4") as guesser, client_from("127.0.0.5") as orchestrator:
+        for attempt in range(3):
+            page = await guesser.post("/console/sign-in", data={"token": f"guess-{attempt}"})
+            assert page.status_code == 401
+        for attempt in range(2):
+            wrong = await guesser.get(
+                "/control/v2/accounts", headers={"Authorization": f"Bearer guess-{attempt}"}
+            )
+            assert wrong.status_code == 401
+        refused = await guesser.get("/control/v2/accounts", headers=right)
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "too-many-failed-authentications"
+        assert 1 <= int(refused.headers["retry-after"]) <= 60
+        assert (
+            await guesser.post("/console/sign-in", data={"token": ADMIN_TOKEN})
+        ).status_code == 429
+        assert (await orchestrator.get("/control/v2/accounts", headers=right)).status_code == 200

@@ -131,6 +131,24 @@ async def test_405_names_the_allowed_methods(gateway: Gateway) -> None:
     assert "POST" in proxy.headers["allow"]
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/control/v2/keys/k_1", {"GET", "DELETE"}),
+        ("PATCH", "/control/v2/tenants/acme/budget", {"GET", "POST"}),
+    ],
+)
+async def test_405_on_a_two_method_path_names_every_method(
+    gateway: Gateway, method: str, path: str, allowed: set[str]
+) -> None:
+    # one route per method on the same path: the answer names the methods of all of them
+    response = await gateway.client.request(
+        method, f"{gateway.url}{path}", headers=gateway.control_headers
+    )
+    _assert_refused(response, 405, "method-not-allowed")
+    assert {m.strip() for m in response.headers["allow"].split(",")} == allowed
+
+
 async def test_chunked_body_over_the_limit_is_413(gateway: Gateway) -> None:
     async def ten_mb() -> AsyncIterator[bytes]:
         yield b'{"tenant": "'

@@ -42,6 +42,7 @@ CODES: dict[str, CodeInfo] = {
     "invalid-request": CodeInfo(400, _INVALID, "rejected"),
     "request-timeout": CodeInfo(408, _INVALID, "rejected"),
     "unauthenticated": CodeInfo(401, _AUTH, "rejected"),
+    "too-many-failed-authentications": CodeInfo(429, _RATE, "held"),
     "forbidden": CodeInfo(403, _PERM, "rejected"),
     "not-found": CodeInfo(404, _NOT_FOUND, "rejected"),
     "method-not-allowed": CodeInfo(405, _INVALID, "rejected"),

@@ -11,8 +11,7 @@ rolled back and reported as ChainRaced.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -68,19 +67,11 @@ class AuditRepository:
         self._db = db
 
     async def read_chain(self) -> ChainSnapshot:
-        async with self._snapshot() as connection:
-            anchor = (await connection.execute(select(_ANCHOR))).first()
-            rows = await connection.execute(select(_RECORDS).order_by(_RECORDS.c.seq))
-            return ChainSnapshot(tuple(_record(row) for row in rows), _anchor(anchor))
+        """One snapshot of the chain (run again on a fresh connection if the first is lost)."""
+        return await self._db.read(_chain)
 
     async def read_head(self) -> ChainHead:
-        async with self._snapshot() as connection:
-            anchor = (await connection.execute(select(_ANCHOR))).first()
-            count = await connection.scalar(select(func.count()).select_from(_RECORDS))
-            last = await connection.scalar(
-                select(_RECORDS.c.hash).order_by(_RECORDS.c.seq.desc()).limit(1)
-            )
-            return ChainHead(count or 0, last, _anchor(anchor))
+        return await self._db.read(_head)
 
     async def append(self, prepare: Prepare, now: datetime) -> tuple[AuditRecord, list[KeyRecord]]:
         """Lock, read, `prepare`, revoke (disable only), append, re-anchor: one transaction.
@@ -113,13 +104,18 @@ class AuditRepository:
             .on_conflict_do_update(index_elements=[AuditAnchorRow.id], set_=values)
         )
 
-    @asynccontextmanager
-    async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
-        async with self._db.connection() as connection:
-            if self._db.dialect == "postgresql":
-                await connection.execution_options(isolation_level="REPEATABLE READ")
-            async with connection.begin():
-                yield connection
+
+async def _chain(connection: AsyncConnection) -> ChainSnapshot:
+    anchor = (await connection.execute(select(_ANCHOR))).first()
+    rows = await connection.execute(select(_RECORDS).order_by(_RECORDS.c.seq))
+    return ChainSnapshot(tuple(_record(row) for row in rows), _anchor(anchor))
+
+
+async def _head(connection: AsyncConnection) -> ChainHead:
+    anchor = (await connection.execute(select(_ANCHOR))).first()
+    count = await connection.scalar(select(func.count()).select_from(_RECORDS))
+    last = await connection.scalar(select(_RECORDS.c.hash).order_by(_RECORDS.c.seq.desc()).limit(1))
+    return ChainHead(count or 0, last, _anchor(anchor))
 
 
 def _raced(exc: DBAPIError) -> Exception | None:

@@ -4,8 +4,8 @@ Postgres (production): every call has a deadline (`Deadlines`): opening a connec
 bounded by `connect_s`, each statement by `command_s` (asyncpg's `timeout` and
 `command_timeout`). A partitioned database therefore fails a call within a few
 seconds (`StoreUnavailable`, answered 503 `unavailable`) instead of holding it for the partition's
-length; the pool pings a connection before lending it, so one that died with the database is
-replaced, not reused.
+length. A pooled connection the server closed (a restart, a failover) is never lent again: the
+check is asyncpg's closed flag, not a ping, so it costs no round trip (`_skip_closed_connections`).
 
 SQLite (the embedded mode): WAL so readers never block on the writer, foreign keys on, and every
 transaction begins with `BEGIN IMMEDIATE`, taking the write lock up front. Deferred
@@ -17,12 +17,13 @@ lease-capacity check on SQLite.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -30,13 +31,16 @@ from sqlalchemy.ext.asyncio import (
     async_sessionmaker,
     create_async_engine,
 )
-from sqlalchemy.pool import Pool, StaticPool
+from sqlalchemy.pool import ConnectionPoolEntry, Pool, StaticPool
 
 from leasegate.core.ports.calls import CallObserver
-from leasegate.db.engine_errors import ENGINE_ERRORS, Refusal, translated
+from leasegate.core.ports.errors import StoreUnavailable
+from leasegate.db.engine_errors import ENGINE_ERRORS, Refusal, disconnected, translated
 from leasegate.db.engine_timing import observe_engine
 from leasegate.db.pg_pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
 from leasegate.db.pg_url import connect_kwargs
+
+T = TypeVar("T")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 POOL_WAIT_S = 30.0
@@ -73,13 +77,29 @@ def make_engine(
         options["poolclass"] = poolclass
     else:
         # No pre-ping: it cost a round trip on every checkout (a third of a mint's CPU). A
-        # connection that died with its server fails its first use instead; SQLAlchemy then
-        # invalidates the whole pool, so one call answers 503 `unavailable` and the next
-        # reconnects. The hot paths have their own asyncpg pool (`Database.pg`); this one
+        # connection the server closed is skipped at checkout for free instead (below); one
+        # that dies during its call fails that call (503 `unavailable`), SQLAlchemy then
+        # invalidates the whole pool and the next call reconnects. The hot paths have their
+        # own asyncpg pool (`Database.pg`); this one
         # serves the other reads and the audit chain's writes: small, so a process's
         # connections stay within `pool size + 10` of the server's limit.
         options.update(pool_size=5, max_overflow=5, pool_timeout=POOL_WAIT_S, pool_recycle=1800)
-    return create_async_engine(url, **options)
+    engine = create_async_engine(url, **options)
+    _skip_closed_connections(engine)
+    return engine
+
+
+def _skip_closed_connections(engine: AsyncEngine) -> None:
+    """Never lend a pooled connection the server already closed (a restart, a failover,
+    `pg_terminate_backend`): asyncpg marks it closed as soon as this loop sees the socket
+    end, so the check is a flag, not a round trip. SQLAlchemy answers `DisconnectionError`
+    from a checkout by discarding the connection and checking out another (or a new one)."""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(_dbapi: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        driver = record.driver_connection
+        if driver is not None and driver.is_closed():
+            raise DisconnectionError("the server closed this pooled connection")
 
 
 def _tune_sqlite(engine: AsyncEngine, *, wal: bool) -> None:
@@ -172,14 +192,43 @@ class Database:
         except ENGINE_ERRORS as exc:
             raise translated(exc, refusal) from exc
 
+    async def read(self, call: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """`call` (statements that change nothing) on a pooled connection, in a transaction
+        (REPEATABLE READ on Postgres: one snapshot for all its statements); run once more on a
+        fresh connection if the first turned out lost (`engine_errors.disconnected`): a read
+        changes nothing, so a second run is harmless. Not after a deadline or a refused
+        connection, which a second try would only repeat."""
+        try:
+            return await self._read_once(call)
+        except StoreUnavailable as exc:
+            if not disconnected(exc.__cause__):
+                raise
+        return await self._read_once(call)
+
+    async def _read_once(self, call: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        async with self.connection() as connection:
+            if self.dialect == "postgresql":
+                await connection.execution_options(isolation_level="REPEATABLE READ")
+            async with connection.begin():
+                return await call(connection)
+
     async def ping(self) -> bool:
         """Whether the database answers a trivial query within a couple of seconds."""
         try:
-            async with asyncio.timeout(PING_TIMEOUT_S), self.engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
-        except ENGINE_ERRORS:  # TimeoutError included: it is an OSError
-            return False
-        return True
+            async with asyncio.timeout(PING_TIMEOUT_S):
+                for attempt in (1, 2):
+                    try:
+                        async with self.engine.connect() as connection:
+                            await connection.execute(text("SELECT 1"))
+                    except ENGINE_ERRORS as exc:  # TimeoutError included: it is an OSError
+                        # a pooled connection found lost is not the database unreachable
+                        if attempt == 2 or not disconnected(exc):
+                            return False
+                    else:
+                        return True
+        except TimeoutError:
+            pass
+        return False
 
     async def schema_revisions(self) -> frozenset[str]:
         """The revisions in `alembic_version`; none when the table does not exist. Raises

@@ -29,3 +29,14 @@ def translated(exc: BaseException, refusal: Refusal | None = None) -> Exception:
         if refused is not None:
             return refused
     return store_error(exc)
+
+
+def disconnected(error: BaseException | None) -> bool:
+    """Whether a SQLAlchemy error says its connection was found lost (the server ended it, or
+    the socket closed), not a deadline, a refused connection or the statement itself: the one
+    failure after which a read may run again on a fresh connection."""
+    return (
+        isinstance(error, DBAPIError)
+        and error.connection_invalidated
+        and not isinstance(error.orig, TimeoutError)
+    )

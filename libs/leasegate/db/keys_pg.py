@@ -37,23 +37,23 @@ _LEASE_COUNTS = (
 )
 
 
+# Reads go through `PgPool.read`: run again once on a fresh connection if the first was lost.
+
+
 async def get_key(pool: PgPool, key_id: str) -> KeyRecord | None:
-    async with pool.connection() as connection:
-        row = await connection.fetchrow(_GET_KEY, key_id)
+    row = await pool.read(lambda connection: connection.fetchrow(_GET_KEY, key_id))
     return key_of_row(row) if row is not None else None
 
 
 async def get_decision(pool: PgPool, decision_id: str) -> MintDecision | None:
-    async with pool.connection() as connection:
-        row = await connection.fetchrow(_GET_DECISION, decision_id)
+    row = await pool.read(lambda connection: connection.fetchrow(_GET_DECISION, decision_id))
     return decision_of_row(row) if row is not None else None
 
 
 async def get_key_and_decision(
     pool: PgPool, key_id: str
 ) -> tuple[KeyRecord, MintDecision | None] | None:
-    async with pool.connection() as connection:
-        row = await connection.fetchrow(_GET_KEY_AND_DECISION, key_id)
+    row = await pool.read(lambda connection: connection.fetchrow(_GET_KEY_AND_DECISION, key_id))
     if row is None:
         return None
     decision = prefixed(row, "d")
@@ -81,8 +81,8 @@ async def live_lease_counts(
     counts = dict.fromkeys(account_ids, 0)
     if not counts:
         return counts
-    async with pool.connection() as connection:
-        rows = await connection.fetch(_LEASE_COUNTS, list(counts), now)
+    ids = list(counts)
+    rows = await pool.read(lambda connection: connection.fetch(_LEASE_COUNTS, ids, now))
     for account_id, count in rows:
         counts[account_id] = count
     return counts

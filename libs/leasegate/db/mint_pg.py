@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.storage import (
     AdminStateMoved,
     CitedDecisionSuperseded,
@@ -29,6 +30,8 @@ from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.db.convert import decision_values, key_values
 from leasegate.db.engine import Database
 from leasegate.db.errors import store_error
+from leasegate.db.keys_pg import get_decision
+from leasegate.db.pg_pool import ended_by_server, never_sent
 from leasegate.db.pg_rows import KEY_COLUMNS, key_of_row
 
 _COMMIT_MINT = "SELECT leasegate_commit_mint($1::json, $2::json, $3, $4, $5)"
@@ -67,11 +70,24 @@ async def commit_mint_pg(
     admin_revision: int | None,
 ) -> None:
     decision_doc, key_doc = _document(decision_values(decision)), _document(key_values(key))
+    args = (decision_doc, key_doc, now, lease_capacity, admin_revision)
+    try:
+        await _commit_mint(db, args)
+    except StoreUnavailable as exc:
+        # The server ended the backend (a restart, a failover): the mint committed before
+        # that, and is there to read, or it never will; or asyncpg never sent it
+        # (`leasegate.db.pg_pool`). Any other lost connection may still commit later: never
+        # run again, the caller gets a 503.
+        if not (ended_by_server(exc) or never_sent(exc)):
+            raise
+        if await get_decision(db.pg, decision.id) is None:
+            await _commit_mint(db, args)
+
+
+async def _commit_mint(db: Database, args: tuple[Any, ...]) -> None:
     try:
         async with db.pg.connection(_ANSWERED) as connection:
-            await connection.execute(
-                _COMMIT_MINT, decision_doc, key_doc, now, lease_capacity, admin_revision
-            )
+            await connection.execute(_COMMIT_MINT, *args)
     except _ANSWERED as exc:
         raise _refusal(exc) from None
 

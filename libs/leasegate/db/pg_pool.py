@@ -16,6 +16,28 @@ caller does not handle itself (`passthrough`) leaves as the core's `StoreError`,
 `leasegate.db.errors.store_error` (`StoreUnavailable`, answered 503 `unavailable`, or
 `StoreRejected` for content the database refuses). The next call connects afresh.
 
+Dead connections. A pooled connection the server closed while it sat idle (a restart, a
+failover, `pg_terminate_backend`) is never lent: asyncpg marks it closed as soon as this loop
+sees its socket end, and `connection()` skips it for a fresh one, at the cost of a flag check.
+One that dies *during* a call fails that call; `read()` and `ended_by_server()` decide when the
+call may run again on a fresh connection, once:
+
+- a read changes nothing, so running it twice is harmless: `read()` retries it after a lost
+  connection (the server's own termination message, a connection closed or reset). Not after
+  a timeout: a partitioned database would cost two deadlines instead of one, and not when a
+  connection cannot even be opened (the database is down: a second try fails alike);
+- a write may retry only when it provably did not commit. asyncpg cannot say whether a
+  statement reached the server before its connection died, so the only certain case is the
+  server's own FATAL `admin_shutdown` / `crash_shutdown` (SQLSTATE 57P01, 57P02): the backend
+  that ran the statement is exiting, so its transaction either committed before the message
+  (and is visible to a fresh connection now) or never will. The other certain case is a
+  statement asyncpg refused before sending it (`never_sent`: its protocol state was upset by a
+  FATAL that arrived while the connection sat idle). The writer reads its own outcome on a
+  fresh connection and runs the statement again only if nothing is there
+  (`leasegate.db.mint_pg`). A connection closed or reset without that message (a network
+  failure, a relay, a timeout) may leave the backend running the statement to its commit
+  later: such a write is answered 503 `unavailable` and never retried.
+
 Timing: with a `calls` observer (the store metrics, `leasegate.web.store_metrics`), each lent
 connection's block is one call: timed from the moment the connection is in hand (pool wait and
 connecting excluded, as SQLAlchemy's statement timing excludes them) to the block's end; a
@@ -26,15 +48,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
 from leasegate.core.ports.calls import CallObserver
-from leasegate.core.ports.errors import StoreUnavailable
+from leasegate.core.ports.errors import StoreError, StoreUnavailable
 from leasegate.db.errors import RAW_CALL_ERRORS, store_error
 
 POOL_WAIT_S = 30.0
@@ -49,6 +71,51 @@ PING_TIMEOUT_S = 2.0
 PG_POOL_SIZE = 16
 """asyncpg connections per process for the hot paths, beside SQLAlchemy's engine's
 (`LEASEGATE_DATABASE_POOL_SIZE`)."""
+
+
+T = TypeVar("T")
+
+_SERVER_ENDED = (asyncpg.AdminShutdownError, asyncpg.CrashShutdownError)
+"""The server's own FATAL as it ends a backend: its statement committed already or never will."""
+_LOST: tuple[type[BaseException], ...] = (
+    *_SERVER_ENDED,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    # the server's FATAL arrived while the connection sat idle: asyncpg then refuses the next
+    # statement before sending it ("cannot switch to state ...")
+    asyncpg.exceptions.InternalClientError,
+    ConnectionResetError,
+    BrokenPipeError,
+)
+
+
+def ended_by_server(error: StoreError) -> bool:
+    """Whether the server itself ended the connection that failed with `error` (see the
+    module docstring: the one case where a write's outcome can be read back and trusted).
+    Mid-statement, asyncpg raises `ConnectionDoesNotExistError` with the server's FATAL as
+    its cause."""
+    cause = error.__cause__
+    return isinstance(cause, _SERVER_ENDED) or (
+        isinstance(cause, asyncpg.ConnectionDoesNotExistError)
+        and isinstance(cause.__cause__, _SERVER_ENDED)
+    )
+
+
+def never_sent(error: StoreError) -> bool:
+    """Whether asyncpg refused the statement before sending it: its protocol was left in
+    another state (the server's FATAL arrived while the connection sat idle), and it raises
+    `InternalClientError` ("cannot switch to state ...") before writing Bind/Execute. Nothing
+    of it reached the server, so nothing of it can commit."""
+    return isinstance(error.__cause__, asyncpg.exceptions.InternalClientError)
+
+
+def lost_connection(error: StoreError) -> bool:
+    """Whether `error` came from a connection that was lost (ended by the server, closed,
+    reset), not from a deadline or a database that cannot be reached at all."""
+    cause = error.__cause__
+    return isinstance(cause, _LOST) and not isinstance(
+        cause, asyncpg.exceptions.ConnectionFailureError
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +163,7 @@ class PgPool:
         calls = self.calls
         try:
             try:
-                connection = self._idle.pop() if self._idle else await self._connect()
+                connection = self._lend_idle() or await self._connect()
             except StoreUnavailable:
                 if calls is not None:
                     calls.failed()
@@ -125,6 +192,18 @@ class PgPool:
         finally:
             self._slots.release()
 
+    async def read(self, call: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """`call` (statements that change nothing) on a lent connection; run once more on a
+        fresh one if the first connection turned out lost (see the module docstring)."""
+        try:
+            async with self.connection() as connection:
+                return await call(connection)
+        except StoreUnavailable as exc:
+            if not lost_connection(exc):
+                raise
+        async with self.connection() as connection:
+            return await call(connection)
+
     async def _connect(self) -> asyncpg.Connection:
         try:
             return await asyncpg.connect(
@@ -134,6 +213,18 @@ class PgPool:
             )
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
             raise StoreUnavailable(type(exc).__name__) from exc
+
+    def _lend_idle(self) -> asyncpg.Connection | None:
+        """The most recently returned idle connection the server has not closed. A backend
+        the server ended (a restart, a failover, `pg_terminate_backend`) closes its socket;
+        the driver notices on this loop and marks the connection closed, so checking costs no
+        round trip (unlike a ping before each call)."""
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.is_closed():
+                return connection
+            connection.terminate()
+        return None
 
     def _give_back(self, connection: asyncpg.Connection, generation: int) -> None:
         if generation != self._generation or connection.is_closed():

@@ -15,6 +15,7 @@ hashes alike whatever characters its id holds.
     {prefix}:revocations                       revocation fan-out (pub/sub channel)
     {prefix}:health-news                       health news between proxies (pub/sub channel)
     {prefix}:{chain:<id>}:spend                a dispatch chain's tokens and cost (hash)
+    {prefix}:console:sessions                  the console's open sessions (sorted set; one key)
 """
 
 from __future__ import annotations
@@ -54,3 +55,7 @@ def health_news_channel(prefix: str) -> str:
 
 def chain_spend_key(prefix: str, chain_id: str) -> str:
     return f"{prefix}:{{chain:{chain_id}}}:spend"
+
+
+def console_sessions_key(prefix: str) -> str:
+    return f"{prefix}:console:sessions"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,11 +42,21 @@ class TokenAuthority:
             raise GatewayError("unauthenticated", "invalid bearer token")
         return matched
 
-    def knows(self, kind: str, name: str) -> bool:
-        """Whether a caller of this kind and name is still configured (for console sessions)."""
-        if kind == "control":
-            return self._control is not None
-        return kind == "admin" and any(n == name for n, _ in self._admins)
+    def credentials(self, key: bytes) -> dict[tuple[str, str], str]:
+        """Each configured token's fingerprint under `key` (the console's secret), by (kind,
+        name): what a console session records instead of the token. A token changed under
+        the same name, or another key, gives another fingerprint; the token cannot be
+        recovered from it."""
+        tokens = [("admin", name, token) for name, token in self._admins]
+        if self._control is not None:
+            tokens.append(("control", "control", self._control))
+        return {(kind, name): _fingerprint(key, kind, name, token) for kind, name, token in tokens}
+
+
+def _fingerprint(key: bytes, kind: str, name: str, token: bytes) -> str:
+    message = b"\0".join((b"leasegate-console-credential", kind.encode(), name.encode(), token))
+    digest = hmac.new(key, message, hashlib.sha256).digest()[:18]
+    return base64.urlsafe_b64encode(digest).decode()
 
 
 def require_admin(caller: Caller) -> Caller:

@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.routing import Match
 
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.ports.errors import StoreError
@@ -29,6 +30,29 @@ def error_response(error: GatewayError, headers: Mapping[str, str] | None = None
     return JSONResponse(error.envelope(), status_code=error.status, headers=merged)
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request, starlette_allow: str) -> str:
+    """Every method some route of the app serves on this path. The router names only the
+    methods of the first route whose path matched, so a path served by two routes
+    (`GET` and `DELETE /keys/{id}`) would otherwise advertise one: each method is tried
+    against every route (a route, or an included router, answers `FULL` for a method it
+    serves on this path)."""
+    methods = {m.strip() for m in starlette_allow.split(",") if m.strip()}
+    for method in _METHODS:
+        probe = {
+            "type": "http",
+            "method": method,
+            "path": request.scope["path"],
+            "root_path": request.scope.get("root_path", ""),
+            "headers": [],
+        }
+        if any(r.matches(probe)[0] is Match.FULL for r in request.app.router.routes):
+            methods.add(method)
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: Starlette) -> None:
     """The envelope for a `GatewayError`, Starlette's HTTP refusals (404, 405 with `Allow`,
     408, 413), a failed store (503 `unavailable`) and anything else (500 `internal`, the
@@ -38,14 +62,17 @@ def install_error_handlers(app: Starlette) -> None:
         assert isinstance(exc, GatewayError)  # noqa: S101 - registered for this type only
         return error_response(exc)
 
-    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)  # noqa: S101 - registered for this type
         code = _HTTP_CODES.get(exc.status_code, "invalid-request")
         detail = _HTTP_MESSAGES.get(exc.status_code) or (
             exc.detail if isinstance(exc.detail, str) else "request refused"
         )
         # Keeps `Allow` on a 405 (and any other header Starlette sets on its refusals).
-        return error_response(GatewayError(code, detail, status=exc.status_code), exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = allowed_methods(request, headers.get("Allow", ""))
+        return error_response(GatewayError(code, detail, status=exc.status_code), headers)
 
     async def on_store_error(request: Request, exc: Exception) -> JSONResponse:
         # A database or Redis that failed the call: a held 503 `unavailable`, never a 500.

@@ -23,6 +23,7 @@ from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.quota import QuotaStore
 from leasegate.core.ports.revocation import RevocationBus
+from leasegate.core.ports.sessions import ConsoleSessions
 from leasegate.core.ports.spend import ChainSpend, SpendEvidence
 from leasegate.core.ports.storage import EvidenceWriter, KeyReader
 from leasegate.core.ports.witness import AuditWitness
@@ -41,6 +42,8 @@ from leasegate.kv.redis_client import RedisClient, cluster_client
 from leasegate.kv.redis_client import close as close_redis
 from leasegate.kv.redis_client import ping as ping_redis
 from leasegate.kv.revocations_redis import RedisRevocationBus
+from leasegate.kv.sessions_memory import InProcessConsoleSessions
+from leasegate.kv.sessions_redis import RedisConsoleSessions
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots
 from leasegate.kv.spend_memory import InProcessChainSpend
@@ -134,6 +137,8 @@ class Stores(ProxyStores):
 
     database: Database
     store: Store
+    console_sessions: ConsoleSessions
+    """The console's open sessions, shared by every replica (`leasegate.core.ports.sessions`)."""
 
 
 def health_policy(config: Config) -> HealthPolicy:
@@ -160,8 +165,17 @@ def open_stores(config: Config) -> Stores:
         settings.database_url, _database_deadlines(settings), settings.database_pool_size
     )
     store = Store(database)
+    kv = _kv(config)
     return Stores(
-        durable=SqlProxyStore(store), database=database, store=store, **_kv(config).parts()
+        durable=SqlProxyStore(store),
+        database=database,
+        store=store,
+        console_sessions=(
+            InProcessConsoleSessions()
+            if kv.redis is None
+            else RedisConsoleSessions(kv.redis, settings.redis_prefix)
+        ),
+        **kv.parts(),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends, Header, Request
 
 from leasegate.audit import AuditRecord
 from leasegate.control_plane.accounts import account_read, accounts_view
@@ -28,9 +28,10 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
     async def set_state(
         account_id: str,
         body: StateBody,
+        request: Request,
         authorization: Annotated[str | None, Header()] = None,
     ) -> AccountStateChanged:
-        caller = await admin(authorization)
+        caller = await admin(request, authorization)
         known_id(account_id, "account-not-found")
         if runtime.registry.account(account_id) is None:
             raise GatewayError("account-not-found", "no such account")

@@ -27,6 +27,7 @@ _EVERY = [
     ("invalid-request", 400),
     ("unauthenticated", 401),
     ("method-not-allowed", 405),
+    ("too-many-failed-authentications", 429),
     ("unavailable", 503),
 ]
 _FALLBACK = [(code, CODES[code].status) for code in CODES if code.startswith("fallback-")]

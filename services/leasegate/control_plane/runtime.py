@@ -12,6 +12,7 @@ from leasegate.control_plane.lease_rates import LeaseRateMeter
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
 from leasegate.control_plane.spend_reconcile import SpendReconciler
+from leasegate.control_plane.throttle import FailedAuthThrottle
 from leasegate.control_plane.usage import SpendToday
 from leasegate.core.clock import Clock
 from leasegate.core.records import KeyRecord
@@ -41,6 +42,8 @@ class ControlRuntime:
     """The collaborators of mint, hops, renewal and revocation (`deps.py`)."""
     lease_rates: LeaseRateMeter = field(init=False)
     """What a live lease spends per second, measured in the background (adaptive ceilings)."""
+    failed_auth: FailedAuthThrottle = field(init=False, default_factory=FailedAuthThrottle)
+    """Wrong tokens per client address: the console's sign-in and the API's bearer tokens."""
 
     def __post_init__(self) -> None:
         self.lease_rates = LeaseRateMeter(

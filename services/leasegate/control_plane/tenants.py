@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Path
+from fastapi import APIRouter, Depends, Header, Path, Request
 from pydantic import model_validator
 
 from leasegate.audit import BudgetFields
@@ -83,9 +83,10 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
     async def set_budget(
         tenant: TenantPath,
         body: TenantBudgetBody,
+        request: Request,
         authorization: Annotated[str | None, Header()] = None,
     ) -> TenantBudgetChanged:
-        caller = await admin(authorization)
+        caller = await admin(request, authorization)
         change = BudgetChange(
             budget=body.fields(tenant),
             expected_revision=body.expected_revision,

@@ -56,7 +56,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.get("/dispatches")
     async def dispatches(request: Request, tenant: str = "", dispatch_id: str = "") -> Response:
-        session = auth.session(request)
+        session = await auth.session(request)
         context: dict[str, Any] = {
             "nav": "dispatches",
             "tenant": tenant,
@@ -75,7 +75,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     async def evidence(
         request: Request, account: str = "", model: str = "", outcome: str = ""
     ) -> Response:
-        session = auth.session(request)
+        session = await auth.session(request)
         store = runtime.stores.store
         accounts = [a.id for a in runtime.registry.accounts]
         models = list(
@@ -118,7 +118,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.get("/audit")
     async def audit(request: Request) -> Response:
-        session = auth.session(request)
+        session = await auth.session(request)
         verdict, snapshot = await runtime.overlay.read_full()
         witness: Witness | None
         try:

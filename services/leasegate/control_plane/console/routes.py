@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 from fastapi import APIRouter, FastAPI
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from leasegate.control_plane.admin import change_state
+from leasegate.control_plane.callers import client_address
 from leasegate.control_plane.console.pool import pool_view
 from leasegate.control_plane.console.reads import read_pages
 from leasegate.control_plane.console.session import (
@@ -16,10 +23,10 @@ from leasegate.control_plane.console.session import (
     csrf_matches,
     new_session,
 )
-from leasegate.control_plane.console.throttle import SignInThrottle
 from leasegate.control_plane.console.web import (
     STATIC_DIR,
     ConsoleAuth,
+    SessionStoreDown,
     SignInRequired,
     form_fields,
     message,
@@ -31,6 +38,8 @@ from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.errors import GatewayError, retry_after_header
 
 _STATES = {"disable": "disabled", "drain": "draining", "enable": "enabled"}
+STORE_DOWN_RETRY_S = 2.0
+RETIRE_WAIT_S = 3.0
 
 
 def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
@@ -40,16 +49,51 @@ def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
     async def on_sign_in_required(_: Request, __: Exception) -> Response:
         return to_sign_in()
 
+    async def on_session_store_down(request: Request, _: Exception) -> Response:
+        response = message(
+            request,
+            None,
+            503,
+            "Sessions unavailable",
+            "The store that keeps console sessions does not answer, so signing in, signing "
+            "out and acting are refused for now: nothing was changed. Try again shortly.",
+        )
+        response.headers["Retry-After"] = retry_after_header(STORE_DOWN_RETRY_S)
+        return response
+
     app.add_exception_handler(SignInRequired, on_sign_in_required)
+    app.add_exception_handler(SessionStoreDown, on_session_store_down)
+    _retire_at_start_up(app, auth)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(_session_pages(runtime, auth))
     app.include_router(_pool_pages(runtime, auth))
     app.include_router(read_pages(runtime, auth))
 
 
+def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
+    """Around the app's own lifespan: retire the sessions of credentials this replica no
+    longer holds before serving (waiting at most `RETIRE_WAIT_S`; if the store does not
+    answer by then, it keeps trying in the background)."""
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(served: Any) -> AsyncIterator[Any]:
+        async with inner(served) as state:
+            retiring = asyncio.create_task(auth.retire())
+            await asyncio.wait({retiring}, timeout=RETIRE_WAIT_S)
+            try:
+                yield state
+            finally:
+                retiring.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await retiring
+
+    app.router.lifespan_context = lifespan
+
+
 def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
-    throttle = SignInThrottle()
+    throttle = runtime.failed_auth  # one budget with the API's bearer tokens
 
     @router.get("")
     async def home() -> RedirectResponse:
@@ -61,7 +105,7 @@ def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.post("/sign-in")
     async def sign_in(request: Request) -> Response:
-        address = request.client.host if request.client is not None else "unknown"
+        address = client_address(request)
         when = runtime.clock.monotonic()
         if (wait_s := throttle.wait_s(address, when)) is not None:
             return _throttled(request, wait_s)
@@ -74,16 +118,19 @@ def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             return page(request, "sign_in.html", {"error": error}, session=None, status=401)
         throttle.succeeded(address)
         now = runtime.clock.now().timestamp()
-        session = new_session(caller.kind, caller.name, now, auth.ttl_s)
+        credential = auth.credential(caller.kind, caller.name)
+        session = new_session(caller.kind, caller.name, credential, now, auth.ttl_s)
+        await auth.open(session)
         response = RedirectResponse("/console/pool", status_code=303)
         auth.set_cookie(response, session, request)
         return response
 
     @router.post("/sign-out")
     async def sign_out(request: Request) -> Response:
-        session = auth.session(request)
+        session = await auth.session(request, acting=True)
         if not csrf_matches(session, (await form_fields(request)).get("csrf")):
             return _csrf_refused(request, session)
+        await auth.close(session)  # for every replica, before the cookie goes
         response = to_sign_in()
         response.delete_cookie(COOKIE_NAME, path="/console")
         return response
@@ -96,20 +143,20 @@ def _pool_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.get("/pool")
     async def pool(request: Request) -> Response:
-        session = auth.session(request)
+        session = await auth.session(request)
         view = await pool_view(runtime)
         return page(request, "pool.html", {"pool": view, "nav": "pool"}, session=session)
 
     @router.get("/pool/grid")
     async def pool_grid(request: Request) -> Response:
         """The grid alone, polled by console.js every 2 s."""
-        session = auth.session(request)
+        session = await auth.session(request)
         view = await pool_view(runtime)
         return page(request, "_grid.html", {"pool": view}, session=session)
 
     @router.get("/actions")
     async def actions(request: Request, done: int | None = None) -> Response:
-        session = auth.session(request)
+        session = await auth.session(request)
         view = await pool_view(runtime)
         record = next((r for r in view.records if r.seq == done), None)
         context = {"pool": view, "nav": "actions", "done": record}
@@ -117,7 +164,7 @@ def _pool_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.post("/actions")
     async def act(request: Request) -> Response:
-        session = auth.session(request)
+        session = await auth.session(request, acting=True)
         fields = await form_fields(request)
         if not csrf_matches(session, fields.get("csrf")):
             return _csrf_refused(request, session)

@@ -1,10 +1,13 @@
 """Console sessions: a cookie the server signs, so the page never holds a token.
 
 The cookie is `base64url(payload) . base64url(HMAC-SHA256(secret, payload))`, where the payload
-names the caller (kind and token name, never the token), when the session ends, and the
-session's CSRF token. Nothing is stored server-side: a session is valid while its signature
-verifies and its expiry is in the future. The secret is `LEASEGATE_CONSOLE_SECRET` or, unset,
-random per process (a restart then signs everyone out, and replicas do not share sessions).
+names the caller (kind and token name, never the token), the credential it signed in with (a
+keyed fingerprint of the token, `TokenAuthority.credentials`), a random session id, when the
+session ends, and the session's CSRF token. A session is valid while its signature verifies,
+its expiry is in the future, its credential is still configured, and the shared store still
+holds it open (`leasegate.core.ports.sessions`: signing out closes it for every replica). The
+secret is `LEASEGATE_CONSOLE_SECRET` or, unset, random per process (a restart then signs
+everyone out, and replicas do not share sessions).
 """
 
 from __future__ import annotations
@@ -31,14 +34,22 @@ class Session:
     """Epoch seconds."""
     csrf: str
     """Every state-changing form must echo this back."""
+    session_id: str
+    """Random: names the session in the shared store of open sessions."""
+    credential: str
+    """The keyed fingerprint of the token the session was opened with."""
 
     @property
     def can_act(self) -> bool:
         return self.kind == "admin"
 
 
-def new_session(kind: Literal["control", "admin"], name: str, now: float, ttl_s: float) -> Session:
-    return Session(kind, name, now + ttl_s, secrets.token_urlsafe(24))
+def new_session(
+    kind: Literal["control", "admin"], name: str, credential: str, now: float, ttl_s: float
+) -> Session:
+    return Session(
+        kind, name, now + ttl_s, secrets.token_urlsafe(24), secrets.token_urlsafe(16), credential
+    )
 
 
 def _b64(raw: bytes) -> str:
@@ -51,7 +62,14 @@ def _unb64(text: str) -> bytes:
 
 def seal(session: Session, secret: bytes) -> str:
     payload = json.dumps(
-        {"k": session.kind, "n": session.name, "e": session.expires_at, "c": session.csrf},
+        {
+            "k": session.kind,
+            "n": session.name,
+            "e": session.expires_at,
+            "c": session.csrf,
+            "s": session.session_id,
+            "t": session.credential,
+        },
         separators=(",", ":"),
     ).encode()
     signature = hmac.new(secret, payload, hashlib.sha256).digest()
@@ -72,10 +90,14 @@ def unseal(cookie: str | None, secret: bytes, now: float) -> Session | None:
         return None
     try:
         fields = json.loads(payload)
-        session = Session(fields["k"], fields["n"], float(fields["e"]), fields["c"])
+        session = Session(
+            fields["k"], fields["n"], float(fields["e"]), fields["c"], fields["s"], fields["t"]
+        )
     except (ValueError, KeyError, TypeError):
         return None
     if session.kind not in ("control", "admin") or session.expires_at <= now:
+        return None
+    if not all(isinstance(v, str) for v in (session.csrf, session.session_id, session.credential)):
         return None
     return session
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import hmac
+import logging
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +17,9 @@ from starlette.templating import Jinja2Templates
 
 from leasegate.control_plane.console.session import COOKIE_NAME, Session, seal, unseal
 from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.core.ports.errors import StoreError
+
+log = logging.getLogger("leasegate.console")
 
 HERE = Path(__file__).parent
 TEMPLATES = Jinja2Templates(directory=HERE / "templates")
@@ -38,8 +44,18 @@ class SignInRequired(Exception):
     """No valid session: the handler answers 303 to the sign-in page."""
 
 
+class SessionStoreDown(Exception):
+    """The store of open sessions cannot answer, and the request must not go on without it
+    (signing in or out, a form that acts): the handler answers 503 with Retry-After."""
+
+
+RETIRE_RETRY_S = 5.0
+"""How often a replica that could not retire stale sessions at start-up tries again."""
+
+
 class ConsoleAuth:
-    """Signs and reads session cookies with the configured or a per-process secret."""
+    """Signs and reads session cookies with the configured or a per-process secret, and keeps
+    each session's life in the shared store of open sessions."""
 
     def __init__(self, runtime: ControlRuntime) -> None:
         configured = runtime.settings.console_secret
@@ -48,16 +64,74 @@ class ConsoleAuth:
             if configured is not None
             else secrets.token_bytes(32)
         )
+        self.shared_secret = configured is not None
+        """Only a configured secret can have signed sessions another process holds."""
         self.ttl_s = float(runtime.settings.console_session_ttl_s)
         self._runtime = runtime
+        self._open = runtime.stores.console_sessions
+        self._credentials = runtime.auth.credentials(self.secret)
 
-    def session(self, request: Request) -> Session:
+    def credential(self, kind: str, name: str) -> str:
+        return self._credentials[(kind, name)]
+
+    async def session(self, request: Request, *, acting: bool = False) -> Session:
+        """The request's session, or SignInRequired. `acting`: the request changes something
+        (a form), so a session store that cannot answer refuses it (SessionStoreDown); a page
+        that only reads is then served on the cookie's signature alone."""
         now = self._runtime.clock.now().timestamp()
         session = unseal(request.cookies.get(COOKIE_NAME), self.secret, now)
-        # A token removed from the configuration ends its sessions too.
-        if session is None or not self._runtime.auth.knows(session.kind, session.name):
+        if session is None:
+            raise SignInRequired
+        # A token removed or changed, or another secret, ends its sessions here at once.
+        expected = self._credentials.get((session.kind, session.name))
+        if expected is None or not hmac.compare_digest(expected, session.credential):
+            raise SignInRequired
+        try:
+            still_open = await self._open.is_open(session.credential, session.session_id, now)
+        except StoreError as exc:
+            if acting:
+                raise SessionStoreDown from exc
+            log.warning(
+                "console session store unavailable: page served on the signature alone",
+                extra={"path": request.url.path, "error": exc.reason},
+            )
+            return session
+        if not still_open:
             raise SignInRequired
         return session
+
+    async def open(self, session: Session) -> None:
+        now = self._runtime.clock.now().timestamp()
+        try:
+            await self._open.open(session.credential, session.session_id, session.expires_at, now)
+        except StoreError as exc:
+            raise SessionStoreDown from exc
+
+    async def close(self, session: Session) -> None:
+        try:
+            await self._open.close(session.credential, session.session_id)
+        except StoreError as exc:
+            raise SessionStoreDown from exc
+
+    async def retire(self) -> None:
+        """Close, for every replica, the open sessions of credentials this process does not
+        hold: a token removed or changed, or the old secret's. Run at start-up, again every
+        few seconds until the store answers. Skipped with a per-process secret: no other
+        process can hold a session signed with it, and another replica's sessions (signed with
+        its own secret) must not be closed by this one."""
+        if not self.shared_secret:
+            return
+        keep = set(self._credentials.values())
+        while True:
+            try:
+                retired = await self._open.retire(keep, self._runtime.clock.now().timestamp())
+            except StoreError as exc:
+                log.warning("console sessions not retired yet", extra={"error": exc.reason})
+                await asyncio.sleep(RETIRE_RETRY_S)
+                continue
+            if retired:
+                log.info("console sessions retired", extra={"sessions": retired})
+            return
 
     def set_cookie(self, response: Response, session: Session, request: Request) -> None:
         response.set_cookie(

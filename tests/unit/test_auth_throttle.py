@@ -1,12 +1,13 @@
-"""The console's sign-in throttle: failures per address within a window, nothing else."""
+"""The failed-authentication throttle (console sign-in and bearer tokens): failures per
+address within a window, nothing else."""
 
 from __future__ import annotations
 
-from leasegate.control_plane.console.throttle import SignInThrottle
+from leasegate.control_plane.throttle import FailedAuthThrottle
 
 
 def test_the_sixth_attempt_within_the_window_waits_for_the_oldest_failure_to_age() -> None:
-    throttle = SignInThrottle(max_failures=5, window_s=60)
+    throttle = FailedAuthThrottle(max_failures=5, window_s=60)
     for second in range(5):
         assert throttle.wait_s("10.0.0.1", float(second)) is None
         throttle.failed("10.0.0.1", float(second))
@@ -18,7 +19,7 @@ def test_the_sixth_attempt_within_the_window_waits_for_the_oldest_failure_to_age
 
 
 def test_a_success_clears_the_address() -> None:
-    throttle = SignInThrottle(max_failures=2, window_s=60)
+    throttle = FailedAuthThrottle(max_failures=2, window_s=60)
     throttle.failed("a", 0.0)
     throttle.succeeded("a")
     throttle.failed("a", 1.0)
@@ -26,7 +27,7 @@ def test_a_success_clears_the_address() -> None:
 
 
 def test_the_table_stays_bounded_and_keeps_the_recent_guessers() -> None:
-    throttle = SignInThrottle(max_failures=1, window_s=60, max_addresses=3)
+    throttle = FailedAuthThrottle(max_failures=1, window_s=60, max_addresses=3)
     for index, address in enumerate(["a", "b", "c", "d"]):
         throttle.failed(address, float(index))
     assert throttle.wait_s("a", 4.0) is None  # the least recently failed was dropped

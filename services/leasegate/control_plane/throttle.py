@@ -1,12 +1,13 @@
-"""How many wrong tokens one client address may try at the console's sign-in.
+"""How many wrong tokens one client address may try, at the console's sign-in and on the
+control API's bearer tokens alike: one budget per address, whichever door the guesses use.
 
-At most `max_failures` failed sign-ins from one address in any `window_s`: past that, every
-sign-in from the address, right token or wrong, is refused until the oldest of those failures
-is `window_s` old (the wait is the answer's Retry-After). A refused attempt never reaches the
-token check, so it cannot confirm a guess. A successful sign-in clears the address's failures;
-other addresses are never affected. The table is per process and bounded: addresses whose
-failures are all older than the window are dropped first, then the least recently failed.
-Pure: the caller passes the time (monotonic seconds).
+At most `max_failures` failed authentications from one address in any `window_s`: past that,
+every attempt from the address, right token or wrong, is refused until the oldest of those
+failures is `window_s` old (the wait is the answer's Retry-After). A refused attempt never
+reaches the token check, so it cannot confirm a guess. A successful console sign-in clears the
+address's failures; other addresses are never affected. The table is per process and bounded:
+addresses whose failures are all older than the window are dropped first, then the least
+recently failed. Pure: the caller passes the time (monotonic seconds).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ WINDOW_S = 60.0
 MAX_ADDRESSES = 10_000
 
 
-class SignInThrottle:
+class FailedAuthThrottle:
     def __init__(
         self,
         max_failures: int = MAX_FAILURES,
