@@ -149,11 +149,14 @@ async def _admit_key(
     return key, account
 
 
+_OTHER_KEY_HEADERS = frozenset({b"x-goog-api-key", b"api-key"})
+
+
 def _wanted_headers(
     headers: list[tuple[bytes, bytes]],
 ) -> tuple[str | None, str | None, str | None]:
     """(authorization, x-api-key, content-type) in one pass over the raw headers; Google's
-    SDKs send the key as `x-goog-api-key`, taken as `x-api-key`."""
+    SDKs send the key as `x-goog-api-key`, Azure's as `api-key`: both taken as `x-api-key`."""
     authorization = x_api_key = content_type = None
     for name, value in headers:
         if name == b"authorization":
@@ -162,7 +165,7 @@ def _wanted_headers(
             x_api_key = value.decode("latin-1")
         elif name == b"content-type":
             content_type = value.decode("latin-1")
-        elif name == b"x-goog-api-key" and x_api_key is None:
+        elif name in _OTHER_KEY_HEADERS and x_api_key is None:
             x_api_key = value.decode("latin-1")
     return authorization, x_api_key, content_type
 
@@ -181,7 +184,8 @@ async def _rewrite_body(
     upstream reads exactly what was checked, duplicate keys included) and, on a stream whose
     wire reports usage only when asked, the ask (`Wire.ask_usage`). For an endpoint with
     the model in its path, the path's model is checked and the body left as it is (the kind
-    puts the served name in the upstream path)."""
+    puts the served name in the upstream path). On a provider SDK's own path (Azure's
+    deployments) the path's model is the requested one, whatever the body says."""
     check_content_type(content_type)
     try:
         raw = await read()
@@ -192,8 +196,10 @@ async def _rewrite_body(
     attempt.body_bytes = len(raw)
     if path_model is None:
         body = parse_body(raw)
-    else:
+    elif endpoint.model_in_path:
         body = ProxyBody(parse_object(raw), path_model, endpoint.always_streams)
+    else:  # a provider SDK's own path names the model (Azure's deployment): it wins
+        body = parse_body(raw, model=path_model)
     attempt.requested_model = body.model  # the row keeps a safe copy (Attempt.evidence)
     attempt.stream = body.stream
     if (refusal := model_problem(body.model)) is not None:
@@ -204,7 +210,7 @@ async def _rewrite_body(
         # a key minted for a model's context_fallback also takes the original model's name,
         # so a worker that keeps sending it reaches the larger window unchanged
         raise GatewayError("model-not-permitted", "this key may not call that model")
-    if path_model is None:
+    if not endpoint.model_in_path:
         body.fields["model"] = key.served_model
         if body.stream and endpoint.streams:
             # the stream's usage is what its cost and budgets are counted from
