@@ -78,3 +78,24 @@ async def test_spend_shows_usage_per_tenant_account_and_model_and_the_budgets(
     assert svg is not None
     assert len(re.findall(r"<rect ", svg.group(1))) == 1
     assert f"{day.group(1)}: {PER_REQUEST * 3} tokens" in svg.group(1)
+
+
+async def test_the_audit_page_shows_what_each_tenant_budget_record_set(gateway: Gateway) -> None:
+    for body in (
+        {"period": "day", "max_tokens": 500, "max_cost": "2.50"},
+        {"clear": True},
+    ):
+        revision = int((await gateway.control_get("/accounts"))["revision"])
+        answer = await gateway.client.post(
+            f"{gateway.url}/control/v2/tenants/acme/web/budget",
+            json={"reason": "audit page", "expected_revision": revision, **body},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        assert answer.status_code == 200, answer.text
+    async with signed_in(gateway, CONTROL_TOKEN) as client:
+        html = (await client.get("/console/audit")).text
+    records = _rows(html, "Records, newest first")
+    assert [r[4:6] for r in records[:2]] == [
+        ["tenant acme/web", "budget cleared"],
+        ["tenant acme/web", "budget per day: max 500 tokens max cost 2.50"],
+    ]
