@@ -99,3 +99,22 @@ async def test_the_audit_page_shows_what_each_tenant_budget_record_set(gateway: 
         ["tenant acme/web", "budget cleared"],
         ["tenant acme/web", "budget per day: max 500 tokens max cost 2.50"],
     ]
+
+
+async def test_evidence_links_each_row_to_its_chain_and_takes_a_time_range(
+    gateway: Gateway,
+) -> None:
+    minted = await gateway.minted(tenant="acme/web", dispatch_id="d-linked")
+    assert (await gateway.chat(minted["key"])).status_code == 200
+    await gateway.evidence_for(minted["mint_decision_id"])
+    decision = minted["mint_decision_id"]
+    async with signed_in(gateway, CONTROL_TOKEN) as client:
+        recent = (await client.get("/console/evidence?within=15m")).text
+        link = f'href="/console/dispatches?decision={decision}"'
+        assert link in recent
+        chain = (await client.get(f"/console/dispatches?decision={decision}")).text
+        assert 'value="acme/web"' in chain
+        assert 'value="d-linked"' in chain
+        assert f"<code>{decision}</code>" in chain
+        unknown = await client.get("/console/evidence?within=forever")
+        assert unknown.status_code == 400
