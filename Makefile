@@ -18,6 +18,7 @@ $(VENV)/.installed: pyproject.toml
 services:
 	@scripts/ensure-services
 	@scripts/ensure-browser
+	@scripts/ensure-promtool
 
 lint: install
 	$(BIN)/ruff check .

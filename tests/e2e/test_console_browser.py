@@ -329,3 +329,40 @@ async def test_evidence_page_counts_outcomes(console: Console) -> None:
     assert int(await last_hour.inner_text()) >= 1
     await shot(page, "evidence")
     await context.close()
+
+
+async def test_spend_shows_a_tenant_budget_and_the_day_chart_drawn_in_the_page(
+    console: Console,
+) -> None:
+    gw = console.gateway
+    revision = await console.revision()
+    budget = await gw.client.post(
+        f"{gw.url}/control/v2/tenants/spend/browser/budget",
+        json={
+            "reason": "browser",
+            "expected_revision": revision,
+            "period": "day",
+            "max_tokens": 64,
+        },
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    assert budget.status_code == 200, budget.text
+    minted = await gw.minted(tenant="spend/browser", model="gpt-4o", dispatch_id="d-spend")
+    assert (await gw.chat(minted["key"], model="gpt-4o")).status_code == 200
+    (row,) = await gw.evidence_for(minted["mint_decision_id"])
+    spent = row["input_tokens"] + row["output_tokens"]
+    context, page = await console.signed_in(CONTROL_TOKEN)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    await page.get_by_role("link", name="Spend").click()
+    await expect(page).to_have_url(f"{gw.url}/console/spend")
+    budget_row = page.locator("#budgets tr", has_text="spend/browser")
+    await expect(budget_row).to_contain_text(f"{100 * spent / 64:.0f} %")
+    chart = page.get_by_role("img", name="Spend per day")
+    await expect(chart).to_be_visible()
+    assert await chart.locator("rect").count() >= 1
+    by_tenant = page.locator("table.usage[data-group=tenant]").first
+    await expect(by_tenant).to_contain_text("spend/browser")
+    assert all(url.startswith(gw.url) for url in requests)  # nothing from another origin
+    await shot(page, "spend")
+    await context.close()

@@ -10,13 +10,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
-from tests.fixtures.gateways import Gateway, account_entry, gateway_env, in_process_gateway
+from tests.fixtures.gateways import (
+    ADMIN_TOKEN,
+    Gateway,
+    account_entry,
+    gateway_env,
+    in_process_gateway,
+)
 from tests.fixtures.services import StoresEnv
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "leasegate.json"
+ALERTS = Path(__file__).parents[2] / "deploy" / "prometheus" / "leasegate-alerts.yaml"
+PRICES = {"input": "2.50", "output": "10.00"}
 
 
 @dataclass
@@ -37,20 +46,27 @@ class Traffic:
 
 @pytest.fixture
 async def traffic(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Traffic]:
-    """A gateway after successes, upstream failures (a cooldown), a hop, refusals of both
-    services; and its /metrics, parsed."""
+    """A gateway after successes (on a priced model, for a tenant with a budget), upstream
+    failures (a cooldown), a hop, refusals of both services; and its /metrics, parsed."""
     failing = Failing()
     async with MockUpstream(failing, chunks=4) as primary, MockUpstream(chunks=4) as backup:
         accounts = [
-            account_entry("primary", primary, {"gpt-4o": "gpt-4o-a"}, request_capacity=4),
+            account_entry(
+                "primary",
+                primary,
+                {"gpt-4o": {"served": "gpt-4o-a", "prices": PRICES}},  # type: ignore[dict-item]
+                request_capacity=4,
+            ),
             account_entry("backup", backup, {"gpt-4o": "gpt-4o-b"}, lease_capacity=3),
         ]
         env = gateway_env(
             tmp_path,
             accounts,
             **stores_env,
+            currency="USD",
         )
         async with in_process_gateway(env, [primary, backup]) as gw:
+            await _budget(gw)
             await _drive(gw, failing)
             text = (await gw.client.get(f"{gw.url}/metrics")).text
             samples: dict[str, list[tuple[dict[str, str], float]]] = {}
@@ -58,6 +74,21 @@ async def traffic(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Traffi
                 for s in family.samples:
                     samples.setdefault(s.name, []).append((s.labels, s.value))
             yield Traffic(gw, samples)
+
+
+async def _budget(gw: Gateway) -> None:
+    revision = int((await gw.control_get("/accounts"))["revision"])
+    answer = await gw.client.post(
+        f"{gw.url}/control/v2/tenants/{gw.tenant}/budget",
+        json={
+            "reason": "metrics",
+            "expected_revision": revision,
+            "period": "month",
+            "max_tokens": 1_000_000,
+        },
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    assert answer.status_code == 200, answer.text
 
 
 async def _drive(gw: Gateway, failing: Failing) -> None:
@@ -114,8 +145,19 @@ async def test_the_dashboard_uses_only_exported_metrics(traffic: Traffic) -> Non
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
     exprs.append(dashboard["templating"]["list"][1]["definition"])
     used = {name for expr in exprs for name in re.findall(r"\bleasegate_[a-z_]+", expr)}
-    assert len(used) >= 15
+    assert len(used) >= 24
     missing = sorted(used - traffic.samples.keys())
     assert not missing, f"the dashboard queries metrics the gateway does not export: {missing}"
     panels_with_data = [p for p in dashboard["panels"] if p["type"] != "row"]
     assert all(p.get("targets") for p in panels_with_data)
+
+
+async def test_the_alert_rules_use_only_exported_metrics(traffic: Traffic) -> None:
+    rules = yaml.safe_load(ALERTS.read_text())["groups"][0]["rules"]
+    used = {name for r in rules for name in re.findall(r"\bleasegate_[a-z_]+", r["expr"])}
+    assert len(used) >= 9
+    missing = sorted(used - traffic.samples.keys())
+    assert not missing, f"the alert rules read metrics the gateway does not export: {missing}"
+    assert _value(traffic, "leasegate_proxy_cost_total", account="primary") > 0
+    assert _value(traffic, "leasegate_tenant_budget_spent_fraction", period="month") > 0
+    assert _value(traffic, "leasegate_revocation_subscription_up") == 1

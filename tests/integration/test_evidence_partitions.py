@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 from datetime import date, timedelta
 
+import asyncpg
 import pytest
 from alembic import command
 from sqlalchemy import text
 
+from leasegate.core.records import EvidenceRow
 from leasegate.db import Database, Store, upgrade
 from leasegate.db.migrate import alembic_config
 from leasegate.db.partitions import EvidencePartitions, partition_name
+from leasegate.db.pg_url import connect_kwargs
 from tests.fixtures.evidence import at, database_url, evidence_row
 
 __all__ = ["database_url"]  # the fixture, over SQLite and Postgres
@@ -32,14 +35,12 @@ async def test_the_migration_moves_existing_rows_into_daily_partitions(
 ) -> None:
     url = fresh_pg_database
     await asyncio.to_thread(upgrade, url, "spend")  # the table before partitions
-    before = Store.connect(url)
     rows = [
         evidence_row("r1", at(DAY, 0)),
         evidence_row("r2", at(DAY, 23)),
         evidence_row("r3", at(DAY + timedelta(1))),
     ]
-    await before.write_evidence(rows)
-    await before.close()
+    await _write_at_that_revision(url, rows)
 
     await asyncio.to_thread(upgrade, url)
 
@@ -60,11 +61,40 @@ async def test_the_migration_moves_existing_rows_into_daily_partitions(
         await store.close()
 
     await asyncio.to_thread(_downgrade, url, "spend")  # and back to one table, rows kept
-    store = Store.connect(url)
+    connection = await asyncpg.connect(**connect_kwargs(url))
     try:
-        assert [r.request_id for r in await store.query_evidence()] == ["r3", "r2", "r1"]
+        kept = await connection.fetch(
+            "SELECT request_id FROM evidence ORDER BY started_at DESC, request_id DESC"
+        )
     finally:
-        await store.close()
+        await connection.close()
+    assert [row["request_id"] for row in kept] == ["r3", "r2", "r1"]
+
+
+async def _write_at_that_revision(url: str, rows: list[EvidenceRow]) -> None:
+    """The rows as a release of that revision wrote them: only the columns it had (today's
+    writer names columns later migrations added)."""
+    connection = await asyncpg.connect(**connect_kwargs(url))
+    try:
+        await connection.executemany(
+            "INSERT INTO evidence (request_id, endpoint, stream, outcome, qualifying, started_at,"
+            " duration_ms, malformed_chunks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            [
+                (
+                    r.request_id,
+                    r.endpoint,
+                    r.stream,
+                    r.outcome,
+                    r.qualifying,
+                    r.started_at,
+                    r.duration_ms,
+                    r.malformed_chunks,
+                )
+                for r in rows
+            ],
+        )
+    finally:
+        await connection.close()
 
 
 def _downgrade(url: str, revision: str) -> None:

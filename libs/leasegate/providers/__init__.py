@@ -21,17 +21,21 @@ from leasegate.providers.base import (
 from leasegate.providers.common import COMMON_ERRORS
 from leasegate.providers.kinds import (
     ANY_KIND_ERRORS,
+    CALLER_PREFIXES,
     ENDPOINTS,
     KINDS,
     WIRES,
+    caller_route,
     error_names,
     kind_named,
+    path_hint,
     upstream_route,
     wire_named,
 )
 
 __all__ = [
     "ANY_KIND_ERRORS",
+    "CALLER_PREFIXES",
     "COMMON_ERRORS",
     "ENDPOINTS",
     "EXAMPLE_MODEL",
@@ -47,8 +51,10 @@ __all__ = [
     "UpstreamRoute",
     "Usage",
     "Wire",
+    "caller_route",
     "error_names",
     "kind_named",
+    "path_hint",
     "upstream_route",
     "wire_named",
 ]

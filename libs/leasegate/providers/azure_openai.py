@@ -2,12 +2,15 @@
 
 Callers speak OpenAI's wire to the proxy (`/v1/chat/completions`, `/v1/completions`,
 `/v1/embeddings`, the model in the body); the proxy sends each request to the account's
-deployment: `{base_url}/openai/deployments/{deployment}/chat/completions?api-version=...`.
-The deployment is the served model name (`models:` maps requested names to deployments), the
+deployment: `{base_url}/openai/deployments/{deployment}/chat/completions?api-version=...`. The
+deployment is the served model name (`models:` maps requested names to deployments), the
 `api-version` is the account's `api_version` (default `DEFAULT_API_VERSION`), and the
-credential goes in an `api-key` header. Bodies, streams and errors are OpenAI's; Azure names a
-missing deployment `DeploymentNotFound` (a 404: model scope). A stream is asked for its usage
-(`stream_options`) only from api-version `STREAM_USAGE_SINCE` on, the first to accept it.
+credential goes in an `api-key` header. The proxy also serves those deployment paths to callers
+(`caller_route`), so `openai.AzureOpenAI(azure_endpoint=<proxy>, api_key=<key>)` works
+unchanged: the deployment names the requested model, the `api-key` header the key. Bodies,
+streams and errors are OpenAI's; Azure names a missing deployment `DeploymentNotFound` (a 404:
+model scope). A stream is asked for its usage (`stream_options`) only from api-version
+`STREAM_USAGE_SINCE` on, the first to accept it.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class AzureOpenAI(ProviderKind):
     )
     input_includes_cache = True
     option_fields = frozenset({"api_version"})
+    caller_prefix = _PREFIX
 
     def quota_buckets(
         self, headers: Mapping[str, str], now: float
@@ -93,6 +97,12 @@ class AzureOpenAI(ProviderKind):
     ) -> str:
         version = quote(options.get("api_version", DEFAULT_API_VERSION), safe="")
         return f"{_PREFIX}{served_model}{_OPERATIONS[endpoint]}?api-version={version}"
+
+    def caller_route(self, path: str) -> UpstreamRoute | None:
+        """`openai.AzureOpenAI` pointed at the proxy sends the upstream's own paths: the
+        deployment segment names the requested model (its `api-version` is not read: the
+        account's is sent)."""
+        return self.upstream_route(path)
 
     def upstream_route(self, path: str) -> UpstreamRoute | None:
         if not path.startswith(_PREFIX):

@@ -287,6 +287,19 @@ class ProviderKind(ABC):
         empty for a kind that sends none. `headers`: case-insensitive or lower-case keys."""
         return {}
 
+    caller_prefix: ClassVar[str | None] = None
+    """A path prefix of the kind's own SDK that the proxy serves too (Azure's
+    `/openai/deployments/`); `caller_route` reads the endpoint and the model from it."""
+
+    def caller_route(self, path: str) -> UpstreamRoute | None:
+        """Which endpoint a caller's path under `caller_prefix` is, and the model it names."""
+        return None
+
+    def path_hint(self, path: str) -> str | None:
+        """For a path this kind's SDK may send but the proxy does not serve (another API
+        version), what to use instead; None for a path that is none of its own."""
+        return None
+
     def ask_usage(
         self, endpoint: Endpoint, body: dict[str, Any], options: Mapping[str, str]
     ) -> bool:

@@ -56,6 +56,9 @@ _STATUSES = {
     504: "DEADLINE_EXCEEDED",
 }
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_V1 = "/v1/models/"
+_ANY_VERSION = re.compile(r"/v1[a-z0-9]*/models/(?P<model>[^/:]+):(?P<method>[A-Za-z]+)")
+"""A Gemini SDK's model call under any API version (`google-genai`'s `api_version`)."""
 
 
 def gemini_usage(meta: Mapping[str, object]) -> Usage:
@@ -169,6 +172,12 @@ class Gemini(ProviderKind):
         rate_limited=frozenset({"resource_exhausted", "rate_limit_exceeded"}),
     )
     input_includes_cache = True
+    caller_prefix = _V1
+
+    def caller_route(self, path: str) -> UpstreamRoute | None:
+        """`google-genai` defaults to API version v1 (`/v1/models/{model}:generateContent`):
+        served as the same v1beta endpoint (v1beta takes every v1 body)."""
+        return self.upstream_route("/v1beta/models/" + path[len(_V1) :])
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
         return (("x-goog-api-key", secret),)
@@ -189,6 +198,18 @@ class Gemini(ProviderKind):
     ) -> str:
         path = endpoint.with_model(served_model)
         return path + "?alt=sse" if endpoint.always_streams else path
+
+    def path_hint(self, path: str) -> str | None:
+        if (call := _ANY_VERSION.fullmatch(path)) is None:
+            return None
+        model, method = call["model"], call["method"]
+        served = [e.path.rpartition(":")[2] for e in self.endpoints]
+        if method in served:
+            return (
+                f"Gemini is served at /v1beta/models/{model}:{method}"
+                f" and /v1/models/{model}:{method} (google-genai's api_version v1beta or v1)"
+            )
+        return f"{method} is not served; /v1beta/models/{model}:" + "|".join(served) + " are"
 
     def upstream_route(self, path: str) -> UpstreamRoute | None:
         for endpoint in self.endpoints:

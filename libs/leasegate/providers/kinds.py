@@ -78,3 +78,26 @@ def upstream_route(path: str) -> UpstreamRoute | None:
         if (route := kind.upstream_route(path)) is not None:
             return route
     return None
+
+
+CALLER_PREFIXES: tuple[str, ...] = tuple(
+    prefix for kind in KINDS.values() if (prefix := kind.caller_prefix) is not None
+)
+"""Path prefixes of providers' own SDKs the proxy serves besides its endpoints."""
+
+
+def caller_route(path: str) -> UpstreamRoute | None:
+    """The endpoint (and model) of a caller's path under a kind's `caller_prefix`."""
+    for kind in KINDS.values():
+        if kind.caller_prefix and path.startswith(kind.caller_prefix):
+            if (route := kind.caller_route(path)) is not None:
+                return route
+    return None
+
+
+def path_hint(path: str) -> str | None:
+    """What to call instead of `path`, when some kind's SDK sends it and it is not served."""
+    for kind in KINDS.values():
+        if (hint := kind.path_hint(path)) is not None:
+            return hint
+    return None

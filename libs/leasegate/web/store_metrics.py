@@ -11,8 +11,9 @@ series. Nothing here imports a driver: each store times itself and reports to a 
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from leasegate.core.ports.revocation import RevocationBus
 from leasegate.kv.redis_client import RedisClient
 from leasegate.kv.redis_timed import observe
 from leasegate.web.wiring import ProxyDatabase, ProxyStores
@@ -22,6 +23,7 @@ _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 
 class StoreMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
         self.seconds = Histogram(
             "leasegate_store_call_seconds",
             "Duration of one statement against the store.",
@@ -41,6 +43,16 @@ class StoreMetrics:
         self.watch_database(stores.durable)
         if stores.redis is not None:
             self.watch_redis(stores.redis)
+
+    def watch_revocations(self, bus: RevocationBus) -> None:
+        """A proxy's revocation subscription, read at scrape time: 1 while live (or while no
+        connection is needed, in-process), 0 while down (revocations could be missed)."""
+        up = Gauge(
+            "leasegate_revocation_subscription_up",
+            "1 while this proxy's revocation subscription is live, 0 while it is down.",
+            registry=self._registry,
+        )
+        up.set_function(lambda: 1.0 if bus.ready else 0.0)
 
     def watch_redis(self, client: RedisClient) -> None:
         observe(client, self._calls("redis"))

@@ -106,20 +106,25 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
 
     @router.get("/tenants")
     async def list_budgets() -> Tenants:
-        verdict = await runtime.overlay.verdict()
-        now = runtime.clock.now()
-        views = [
-            await _budget_view(runtime, tenant, budget, now)
-            for tenant, budget in sorted(verdict.budgets.items())
-        ]
-        return Tenants(
-            tenants=tuple(views),
-            revision=verdict.revision,
-            chain=verdict.status,
-            currency=runtime.registry.currency,
-        )
+        return await budgets_view(runtime)
 
     return router
+
+
+async def budgets_view(runtime: ControlRuntime) -> Tenants:
+    """Every budgeted tenant with its spend this period (the API's and the console's read)."""
+    verdict = await runtime.overlay.verdict()
+    now = runtime.clock.now()
+    views = [
+        await _budget_view(runtime, tenant, budget, now)
+        for tenant, budget in sorted(verdict.budgets.items())
+    ]
+    return Tenants(
+        tenants=tuple(views),
+        revision=verdict.revision,
+        chain=verdict.status,
+        currency=runtime.registry.currency,
+    )
 
 
 async def tenant_view(runtime: ControlRuntime, tenant: str) -> TenantRead:

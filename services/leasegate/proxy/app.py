@@ -146,7 +146,9 @@ def create_proxy_app(config: Config, clock: Clock | None = None) -> DataPlane:
     the_clock = clock or SystemClock()
     stores = open_proxy_stores(config)
     metrics_registry = CollectorRegistry()
-    StoreMetrics(metrics_registry).watch(stores)
+    store_metrics = StoreMetrics(metrics_registry)
+    store_metrics.watch(stores)
+    store_metrics.watch_revocations(stores.revocations)
     runtime = build_proxy_runtime(config, stores, metrics_registry, the_clock)
 
     @asynccontextmanager

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from leasegate.providers import ENDPOINTS, Endpoint
+from leasegate.core.errors import GatewayError
+from leasegate.providers import CALLER_PREFIXES, ENDPOINTS, Endpoint, caller_route, path_hint
 from leasegate.proxy.forward import ClientGone, forward
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.web.body_limit import BodyLimitMiddleware
@@ -38,7 +40,12 @@ class ProxiedEndpoint:
         async def body() -> bytes:
             return await _read_body(receive)
 
-        path_model = self.endpoint.model_of(scope["path"]) if self.model_in_path else None
+        path = scope["path"]
+        path_model = self.endpoint.model_of(path) if self.model_in_path else None
+        if path_model is None and path != self.endpoint.path:
+            # a provider SDK's own path (Azure's deployment, Gemini's v1)
+            route = caller_route(path)
+            path_model = None if route is None else route.model
         try:
             app = await forward(self.runtime, self.endpoint, scope["headers"], body, path_model)
         except ClientGone:
@@ -80,6 +87,7 @@ class DataPlane:
             )
             for path, app in self._bare.items()
         }
+        self._limited = limited
         self.endpoints = {e.path: limited[e.path] for e in ENDPOINTS if not e.model_in_path}
         """Exact paths (the model in the body)."""
         self.templates = tuple((e, limited[e.path]) for e in ENDPOINTS if e.model_in_path)
@@ -92,19 +100,61 @@ class DataPlane:
 
     def routes(self) -> list[Route]:
         """The same endpoints as framework routes, for the app behind (which has its own
-        `BodyLimitMiddleware`): a wrong method there gets the usual 405 envelope."""
-        return [Route(path, app, methods=["POST"]) for path, app in self._bare.items()]
+        `BodyLimitMiddleware`): a wrong method there gets the usual 405 envelope. Then the
+        providers' own SDK paths (Azure's deployments), and last a 404 naming the path to use
+        for a `POST` some SDK sends under another API version (never the 405 a `GET` route of
+        the same shape would give)."""
+        routes = [Route(path, app, methods=["POST"]) for path, app in self._bare.items()]
+        callers = _CallerPaths(self._bare)
+        routes += [
+            Route(prefix + "{rest:path}", callers, methods=["POST"]) for prefix in CALLER_PREFIXES
+        ]
+        routes.append(Route("/{version}/models/{rest:path}", _not_served, methods=["POST"]))
+        return routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._bypass and scope["type"] == "http" and scope["method"] == "POST":
-            app = self.endpoints.get(scope["path"]) or self._template(scope["path"])
+            path = scope["path"]
+            app = self.endpoints.get(path) or self._template(path) or self._caller(path)
             if app is not None:
                 await app(scope, receive, send)
                 return
         await self.rest(scope, receive, send)
+
+    def _caller(self, path: str) -> ASGIApp | None:
+        if not path.startswith(CALLER_PREFIXES):
+            return None
+        route = caller_route(path)
+        return None if route is None else self._limited[route.endpoint.path]
 
     def _template(self, path: str) -> ASGIApp | None:
         for endpoint, app in self.templates:
             if endpoint.model_of(path) is not None:
                 return app
         return None
+
+
+class _CallerPaths:
+    """The providers' own SDK paths as one framework route (the traced app's)."""
+
+    def __init__(self, bare: dict[str, ProxiedEndpoint]) -> None:
+        self._bare = bare
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = caller_route(scope["path"])
+        if route is None:
+            await _not_served(scope, receive, send)
+            return
+        await self._bare[route.endpoint.path](scope, receive, send)
+
+
+class _NotServed:
+    """A 404 naming the path to use, for a path some provider's SDK sends (ASGI)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        hint = path_hint(scope["path"])
+        error = GatewayError("not-found", hint or "no such route")
+        await JSONResponse(error.envelope(), status_code=error.status)(scope, receive, send)
+
+
+_not_served = _NotServed()

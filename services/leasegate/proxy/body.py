@@ -41,9 +41,12 @@ def check_content_type(content_type: str | None) -> None:
         raise GatewayError("invalid-request", "the body must be application/json", status=415)
 
 
-def parse_body(raw: bytes) -> ProxyBody:
-    """The body as a JSON object with a valid `model` (and `stream`, if any)."""
+def parse_body(raw: bytes, model: str | None = None) -> ProxyBody:
+    """The body as a JSON object with a valid `model` (and `stream`, if any); `model`, when
+    given (the caller's path named it), replaces the body's."""
     body = parse_object(raw)
+    if model is not None:
+        body["model"] = model
     model = body.get("model")
     if not isinstance(model, str):
         raise GatewayError("invalid-request", "the body needs a string 'model'")

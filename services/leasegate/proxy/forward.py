@@ -172,11 +172,14 @@ async def _admit_key(
     return key, account
 
 
+_OTHER_KEY_HEADERS = frozenset({b"x-goog-api-key", b"api-key"})
+
+
 def _wanted_headers(
     headers: list[tuple[bytes, bytes]],
 ) -> tuple[str | None, str | None, str | None]:
     """(authorization, x-api-key, content-type) in one pass over the raw headers; Google's
-    SDKs send the key as `x-goog-api-key`, taken as `x-api-key`."""
+    SDKs send the key as `x-goog-api-key`, Azure's as `api-key`: both taken as `x-api-key`."""
     authorization = x_api_key = content_type = None
     for name, value in headers:
         if name == b"authorization":
@@ -185,7 +188,7 @@ def _wanted_headers(
             x_api_key = value.decode("latin-1")
         elif name == b"content-type":
             content_type = value.decode("latin-1")
-        elif name == b"x-goog-api-key" and x_api_key is None:
+        elif name in _OTHER_KEY_HEADERS and x_api_key is None:
             x_api_key = value.decode("latin-1")
     return authorization, x_api_key, content_type
 
@@ -207,7 +210,8 @@ async def _rewrite_body(
     whose wire reports usage only when asked, the ask (`Wire.ask_usage`). For an endpoint with
     the model in its path, the path's model is checked and the body left as it is (the kind
     puts the served name in the upstream path). A cloud kind moves `model` into the path
-    (`ProviderKind.rewrite_fields`)."""
+    (`ProviderKind.rewrite_fields`). On a provider SDK's own path (Azure's deployments) the
+    path's model is the requested one, whatever the body says."""
     check_content_type(content_type)
     try:
         raw = await read()
@@ -218,8 +222,10 @@ async def _rewrite_body(
     attempt.body_bytes = len(raw)
     if path_model is None:
         body = parse_body(raw)
-    else:
+    elif endpoint.model_in_path:
         body = ProxyBody(parse_object(raw), path_model, endpoint.always_streams)
+    else:  # a provider SDK's own path names the model (Azure's deployment): it wins
+        body = parse_body(raw, model=path_model)
     attempt.requested_model = body.model  # the row keeps a safe copy (Attempt.evidence)
     attempt.stream = body.stream
     if (refusal := model_problem(body.model)) is not None:
@@ -234,7 +240,7 @@ async def _rewrite_body(
     if endpoint.completion and runtime.quota.watches(key.account_id, key.served_model):
         default = runtime.quota.output_estimate(key.account_id, key.served_model)
         cost = estimate(len(raw), output_cap(body.fields), default)
-    if path_model is None:
+    if not endpoint.model_in_path:
         account.kind.rewrite_fields(body.fields, key.served_model, pairs)
         if body.stream and endpoint.streams:
             # the stream's usage is what its cost and budgets are counted from

@@ -161,3 +161,14 @@ def test_bad_azure_fields_fail_in_one_line(entry: dict[str, object], message: st
         parse_accounts({"accounts": [entry]}, set())
     assert message in str(failed.value)
     assert "\n" not in str(failed.value)
+
+
+def test_the_sdk_deployment_paths_are_caller_routes_naming_the_model() -> None:
+    from leasegate.providers import caller_route, openai
+
+    route = caller_route("/openai/deployments/gpt-4o/chat/completions")
+    assert route is not None
+    assert (route.endpoint, route.model) == (openai.CHAT, "gpt-4o")
+    assert caller_route("/openai/deployments/gpt-4o/embeddings").endpoint is openai.EMBEDDINGS  # type: ignore[union-attr]
+    assert caller_route("/openai/deployments/gpt-4o/images/generations") is None
+    assert caller_route("/openai/deployments//chat/completions") is None

@@ -211,3 +211,19 @@ def test_a_gemini_account_in_the_accounts_file() -> None:
     assert account.configured
     with pytest.raises(AccountsFileError, match=r"field 'models': model 'flash': a Gemini model"):
         parse_accounts({"accounts": [{**entry, "models": {"flash": "../x"}}]}, set())
+
+
+def test_google_genai_default_v1_paths_are_the_v1beta_endpoints_and_others_are_named() -> None:
+    from leasegate.providers import caller_route, path_hint
+    from leasegate.providers.gemini import GENERATE, STREAM_GENERATE
+
+    route = caller_route("/v1/models/flash:streamGenerateContent")
+    assert route is not None
+    assert (route.endpoint, route.model) == (STREAM_GENERATE, "flash")
+    assert caller_route("/v1/models/flash:generateContent").endpoint is GENERATE  # type: ignore[union-attr]
+    assert caller_route("/v1/models/flash:embedContent") is None
+    assert "/v1beta/models/flash:generateContent" in (
+        path_hint("/v1alpha/models/flash:generateContent") or ""
+    )
+    assert "embedContent is not served" in (path_hint("/v1/models/flash:embedContent") or "")
+    assert path_hint("/v1/chat/completions") is None

@@ -25,6 +25,13 @@ from leasegate.db.mint import RENEWED
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 _ID = re.compile(ID_PATTERN)
 _EVIDENCE_ROWS = 100
+WINDOWS = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "24h": timedelta(days=1),
+    "7d": timedelta(days=7),
+}
+"""The evidence page's time ranges (rows started within the last ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +62,16 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/dispatches")
-    async def dispatches(request: Request, tenant: str = "", dispatch_id: str = "") -> Response:
+    async def dispatches(
+        request: Request, tenant: str = "", dispatch_id: str = "", decision: str = ""
+    ) -> Response:
         session = await auth.session(request)
+        if decision and _ID.fullmatch(decision):
+            # an evidence row's decision id: its dispatch's whole chain
+            found = await runtime.stores.store.get_decision(decision)
+            if found is not None:
+                tenant = found.tenant
+                dispatch_id = found.dispatch_id
         context: dict[str, Any] = {
             "nav": "dispatches",
             "tenant": tenant,
@@ -73,7 +88,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
 
     @router.get("/evidence")
     async def evidence(
-        request: Request, account: str = "", model: str = "", outcome: str = ""
+        request: Request, account: str = "", model: str = "", outcome: str = "", within: str = ""
     ) -> Response:
         session = await auth.session(request)
         store = runtime.stores.store
@@ -86,6 +101,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             account not in ("", *accounts)
             or model not in ("", *models)
             or outcome not in ("", *OUTCOMES)
+            or within not in ("", *WINDOWS)
         ):
             return page(
                 request,
@@ -98,6 +114,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             account_id=account or None,
             served_model=model or None,
             outcome=outcome or None,
+            since=runtime.clock.now() - WINDOWS[within] if within else None,
             limit=_EVIDENCE_ROWS,
         )
         now = runtime.clock.now()
@@ -112,7 +129,8 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             "outcomes": OUTCOMES,
             "accounts": accounts,
             "models": models,
-            "filters": {"account": account, "model": model, "outcome": outcome},
+            "windows": tuple(WINDOWS),
+            "filters": {"account": account, "model": model, "outcome": outcome, "within": within},
         }
         return page(request, "evidence.html", context, session=session)
 

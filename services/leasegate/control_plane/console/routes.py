@@ -23,6 +23,7 @@ from leasegate.control_plane.console.session import (
     csrf_matches,
     new_session,
 )
+from leasegate.control_plane.console.spend import spend_pages
 from leasegate.control_plane.console.web import (
     STATIC_DIR,
     ConsoleAuth,
@@ -68,6 +69,7 @@ def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
     app.include_router(_session_pages(runtime, auth))
     app.include_router(_pool_pages(runtime, auth))
     app.include_router(read_pages(runtime, auth))
+    app.include_router(spend_pages(runtime, auth))
 
 
 def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
