@@ -185,16 +185,17 @@ async def test_a_stream_arrives_chunk_by_chunk(upstream: MockUpstream) -> None:
     clients = clients_for(acct)
     scanner = StreamScanner("openai")
     try:
-        request = clients.build_request(acct, ENDPOINT["/v1/chat/completions"], STREAM, CALLER)
+        request = clients.build_request(
+            acct, ENDPOINT["/v1/chat/completions"], STREAM_WITH_USAGE, CALLER
+        )
         response = await clients.send(request)
         arrivals = await relay(response, scanner)
         response.close()
     finally:
         await clients.aclose()
     scanner.close()
-    # 6 deltas, the finish chunk, the usage chunk (asked for) and [DONE]: at least 8 arrivals
-    # 50 ms apart (the mock may send the usage with the finish or with [DONE])
-    assert len(arrivals) >= 8
+    # 6 deltas, the finish chunk, the usage chunk (asked for), [DONE]: 8 pauses of 50 ms.
+    assert len(arrivals) >= 9
     assert arrivals[-1] - arrivals[0] >= 0.3, "the first chunk came before the last was sent"
     assert stream_observation(scanner, response.status).kind == "response"
     assert scanner.usage.output_tokens == 6
