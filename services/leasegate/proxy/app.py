@@ -101,9 +101,11 @@ async def start_proxy(runtime: ProxyRuntime, stores: ProxyStores) -> None:
     await runtime.health.start()
     runtime.evidence.start()
     runtime.slots.start()
+    runtime.resolver.start()
 
 
 async def stop_proxy(runtime: ProxyRuntime) -> None:
+    await runtime.resolver.stop()
     await runtime.slots.stop()
     await runtime.health.stop()
     await runtime.evidence.stop(runtime.settings.shutdown_drain_s)
