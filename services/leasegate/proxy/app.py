@@ -27,7 +27,7 @@ from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.models import list_models, retrieve_model
-from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.proxy.runtime import InFlight, ProxyRuntime
 from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
@@ -93,6 +93,7 @@ def build_proxy_runtime(
             clock=clock,
         ),
         tracer=_request_tracer() if config.tracing_endpoint is not None else None,
+        in_flight=InFlight(settings.max_in_flight),
     )
 
 

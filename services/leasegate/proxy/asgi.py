@@ -39,11 +39,18 @@ class ProxiedEndpoint:
             return await _read_body(receive)
 
         path_model = self.endpoint.model_of(scope["path"]) if self.model_in_path else None
+        in_flight = self.runtime.in_flight
+        admitted = in_flight.enter()
         try:
-            app = await forward(self.runtime, self.endpoint, scope["headers"], body, path_model)
+            app = await forward(
+                self.runtime, self.endpoint, scope["headers"], body, path_model, shed=not admitted
+            )
+            await app(scope, receive, send)
         except ClientGone:
             return  # the caller went away while sending its body; its row is queued
-        await app(scope, receive, send)
+        finally:
+            if admitted:
+                in_flight.leave()
 
 
 async def _read_body(receive: Receive) -> bytes:
