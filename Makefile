@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 DEMO_PORT ?= 8090
 
-.PHONY: run test lint bench install services clean
+.PHONY: run test lint bench soak install services clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,9 @@ run: install
 
 bench: install services
 	$(BIN)/python -m bench.run
+
+soak: install services
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) leasegate.db .pytest_cache .mypy_cache .ruff_cache

@@ -66,7 +66,7 @@ def render(base_url: str, key: str, body: bytes) -> bytes:
     return head.encode() + body
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     headers = {}
@@ -76,7 +76,7 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
     return int(lines[0].split(" ", 2)[1]), headers
 
 
-async def _read_body(
+async def read_body(
     reader: asyncio.StreamReader, headers: dict[str, str], arrivals: list[tuple[float, int]]
 ) -> None:
     """Reads the body; appends (arrival time, SSE events) for every chunk with events."""
@@ -153,8 +153,8 @@ async def run_paced(
         start = time.perf_counter()
         try:
             conn[1].write(request)
-            status, headers = await _read_head(conn[0])
-            await _read_body(conn[0], headers, [])
+            status, headers = await read_head(conn[0])
+            await read_body(conn[0], headers, [])
         except (OSError, asyncio.IncompleteReadError):
             errors += 1
             conn[1].close()
@@ -220,8 +220,8 @@ async def run_streams(
                 arrivals: list[tuple[float, int]] = []
                 start = time.perf_counter()
                 writer.write(request)
-                status, headers = await _read_head(reader)
-                await _read_body(reader, headers, arrivals)
+                status, headers = await read_head(reader)
+                await read_body(reader, headers, arrivals)
                 if status != 200 or not arrivals:
                     counts["errors"] += 1
                     continue

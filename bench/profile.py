@@ -93,7 +93,10 @@ def _paced(stack: Stack, key: str, rate: int, seconds: float) -> None:
 def summarise(collapsed: str, top: int = 25) -> str:
     inclusive: Counter[str] = Counter()
     self_time: Counter[str] = Counter()
-    total = 0
+    busy: Counter[str] = Counter()
+    """Inclusive by function over the samples not sitting in the event loop itself (on a
+    loaded machine a runnable-but-waiting process is sampled there, drowning the rest)."""
+    total = busy_total = 0
     for line in collapsed.splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack:
@@ -105,8 +108,16 @@ def summarise(collapsed: str, top: int = 25) -> str:
             if any(f"/{group}/" in frame or f"{group}/" in frame for frame in frames):
                 inclusive[group] += count
         self_time[frames[-1]] += count
+        if not frames[-1].startswith("Runner.run"):
+            busy_total += count
+            for name in {frame.split(" (")[0] for frame in frames}:
+                busy[name] += count
     lines = [f"{total} samples; inclusive share by package:"]
     lines += [f"  {g:<22}{100 * n / total:5.1f} %" for g, n in inclusive.most_common()]
+    lines.append(f"{busy_total} samples outside the event loop; inclusive share of those:")
+    # past the entry frames (module, server, loop) nearly every stack shares
+    shown = [(f, n) for f, n in busy.most_common() if n < 0.75 * busy_total][:top]
+    lines += [f"  {100 * n / busy_total:5.1f} %  {f}" for f, n in shown]
     lines.append(f"top {top} frames by self time:")
     lines += [f"  {100 * n / total:5.1f} %  {f}" for f, n in self_time.most_common(top)]
     return "\n".join(lines)
