@@ -55,6 +55,7 @@ async def test_past_the_bound_a_request_is_shed_at_once_and_served_again_after(
         bodies = await asyncio.gather(*(s.aread() for s in streams))
         assert all(body.rstrip().endswith(b"data: [DONE]") for body in bodies)
 
+    await asyncio.sleep(float(shed.headers["retry-after"]))  # as a caller told to wait does
     again = await gw.chat(minted["key"], stream=True)
     assert again.status_code == 200
 
