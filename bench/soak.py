@@ -63,7 +63,8 @@ class _Load:
         async def one() -> None:
             conn = idle.pop() if idle else await asyncio.open_connection(self.host, self.port)
             try:
-                self.ok += await self._exchange(request, conn)
+                ok = await self._exchange(request, conn)
+                self.ok += ok  # after the await: concurrent tasks must not overwrite it
                 idle.append(conn)
             except (OSError, asyncio.IncompleteReadError):
                 conn[1].close()
@@ -100,7 +101,8 @@ class _Load:
             try:
                 while not self.stop:
                     self.sent += 1
-                    self.ok += await self._exchange(request, (reader, writer))
+                    ok = await self._exchange(request, (reader, writer))
+                    self.ok += ok
             except (OSError, asyncio.IncompleteReadError):
                 pass
             finally:
@@ -125,7 +127,12 @@ async def _soak(stack: Stack, args: argparse.Namespace) -> list[tuple[float, int
     work = asyncio.gather(load.plain(args.rate), load.streams(args.streams))
     await sample_until(loaded_until)
     load.stop = True
-    await work
+    stopped = time.monotonic()
+    try:  # what is in flight ends within a stream's length; the cool-down starts after it
+        await asyncio.wait_for(work, timeout=10)
+    except TimeoutError:
+        print("load generator: work still pending 10 s after the stop was cancelled")
+    print(f"load drained in {time.monotonic() - stopped:.1f} s")
     await sample_until(time.monotonic() + args.cool_s)
     samples.append((time.monotonic() - start, rss_kb(pid), _fds(pid), load.sent))
     print(f"requests sent {load.sent}, answered 200: {load.ok}")
