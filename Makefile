@@ -5,7 +5,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 DEMO_PORT ?= 8090
 
-.PHONY: run test lint bench bench-fleet install services clean
+.PHONY: run test lint bench bench-fleet soak install services clean
 
 install: $(VENV)/.installed
 
@@ -42,6 +42,9 @@ bench: install services
 # headers); ~3 minutes; not part of `make test` (docs/performance.md, "Third wave: the fleet")
 bench-fleet: install services
 	$(BIN)/python -m bench.fleet
+
+soak: install services
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) leasegate.db .pytest_cache .mypy_cache .ruff_cache

@@ -23,8 +23,9 @@ _RELAYED = {b"content-type"}
 
 
 class Floor:
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, pool: int) -> None:
         self.upstream = upstream.rstrip("/")
+        self.pool = pool
         self.session: aiohttp.ClientSession | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -63,7 +64,7 @@ class Floor:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=100), auto_decompress=False
+                    connector=aiohttp.TCPConnector(limit=self.pool), auto_decompress=False
                 )
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
@@ -77,9 +78,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.floor")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True)
+    parser.add_argument(
+        "--pool", type=int, default=256, help="upstream connections at most (the proxy's default)"
+    )
     args = parser.parse_args()
     uvicorn.run(
-        Floor(args.upstream),
+        Floor(args.upstream, args.pool),
         host="127.0.0.1",
         port=args.port,
         http="httptools",

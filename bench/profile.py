@@ -3,9 +3,11 @@
 Starts the bench stack (bench/stack.py), drives the production proxy with non-streaming chat
 completions at c=16 (wrk if installed, else the Python generator) while `py-spy record`
 samples the proxy, and prints the share of samples that pass through each package
-(inclusive) and the functions most often on top (self). py-spy is not a dependency of the
-project: `pip install py-spy` into the venv first. Writes bench/results/profile.txt (the
-collapsed stacks, loadable by speedscope or flamegraph.pl).
+(inclusive) and the functions most often on top (self). With `--paced R` the load is instead
+R requests per second of 8 KB chat bodies against the slow upstream (bench/paced.py), and
+`--paced 0` leaves the proxy idle; both print the proxy's own CPU over the sampled time.
+py-spy is not a dependency of the project: `pip install py-spy` into the venv first. Writes
+bench/results/profile.txt (the collapsed stacks, loadable by speedscope or flamegraph.pl).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bench import wrk
-from bench.load import request_body, request_bytes, run_phase
-from bench.stack import Options, mint_key, start_stack
+from bench.load import cpu_seconds, request_body, request_bytes, run_phase
+from bench.paced import PACED_MODEL, chat_body, render, run_paced
+from bench.stack import Options, Stack, mint_key, start_stack
 
 RESULTS = Path(__file__).parent / "results"
 GROUPS = (
@@ -70,10 +73,30 @@ def _load(url: str, key: str, seconds: float, pid: int, mock: int) -> None:
     )
 
 
+def _paced(stack: Stack, key: str, rate: int, seconds: float) -> None:
+    if rate == 0:
+        threading.Event().wait(seconds)
+        return
+    url = stack.proxy.url
+    asyncio.run(
+        run_paced(
+            url,
+            render(url, key, chat_body(stream=False)),
+            rate=rate,
+            duration_s=seconds,
+            pid=stack.proxy.pid,
+            mock_pid=stack.slow_upstream.pid,
+        )
+    )
+
+
 def summarise(collapsed: str, top: int = 25) -> str:
     inclusive: Counter[str] = Counter()
     self_time: Counter[str] = Counter()
-    total = 0
+    busy: Counter[str] = Counter()
+    """Inclusive by function over the samples not sitting in the event loop itself (on a
+    loaded machine a runnable-but-waiting process is sampled there, drowning the rest)."""
+    total = busy_total = 0
     for line in collapsed.splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack:
@@ -85,8 +108,16 @@ def summarise(collapsed: str, top: int = 25) -> str:
             if any(f"/{group}/" in frame or f"{group}/" in frame for frame in frames):
                 inclusive[group] += count
         self_time[frames[-1]] += count
+        if not frames[-1].startswith("Runner.run"):
+            busy_total += count
+            for name in {frame.split(" (")[0] for frame in frames}:
+                busy[name] += count
     lines = [f"{total} samples; inclusive share by package:"]
     lines += [f"  {g:<22}{100 * n / total:5.1f} %" for g, n in inclusive.most_common()]
+    lines.append(f"{busy_total} samples outside the event loop; inclusive share of those:")
+    # past the entry frames (module, server, loop) nearly every stack shares
+    shown = [(f, n) for f, n in busy.most_common() if n < 0.75 * busy_total][:top]
+    lines += [f"  {100 * n / busy_total:5.1f} %  {f}" for f, n in shown]
     lines.append(f"top {top} frames by self time:")
     lines += [f"  {100 * n / total:5.1f} %  {f}" for f, n in self_time.most_common(top)]
     return "\n".join(lines)
@@ -99,6 +130,12 @@ def main() -> int:
         "--ceiling", type=int, default=None, help="request_capacity per account (slots counted)"
     )
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
+    parser.add_argument(
+        "--paced",
+        type=int,
+        default=None,
+        help="requests per second against the slow upstream instead of c=16 (0: idle)",
+    )
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = RESULTS / "profile.txt"
@@ -107,10 +144,18 @@ def main() -> int:
         key = mint_key(stack.control_plane.url)
         pid = stack.proxy.pid
         _load(stack.proxy.url, key, 2.0, pid, stack.upstream.pid)  # warm up
-        loader = threading.Thread(
-            target=_load,
-            args=(stack.proxy.url, key, args.seconds + 2, pid, stack.upstream.pid),
-        )
+        if args.paced is None:
+            loader = threading.Thread(
+                target=_load,
+                args=(stack.proxy.url, key, args.seconds + 2, pid, stack.upstream.pid),
+            )
+        else:
+            paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
+            _paced(stack, paced_key, max(args.paced, 1), 1.0)  # warm up the slow route
+            loader = threading.Thread(
+                target=_paced, args=(stack, paced_key, args.paced, args.seconds + 2)
+            )
+        cpu_before = cpu_seconds(pid)
         loader.start()
         argv = [spy, "record", "-f", "raw", "-o", str(out), "-d", str(int(args.seconds))]
         argv += ["-r", str(args.rate)]
@@ -119,7 +164,13 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
+        cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000
         loader.join()
+    sampled = args.seconds
+    share = cpu_ms / sampled / 10
+    print(f"proxy CPU over the sampled {sampled:.0f} s: {cpu_ms:.0f} ms ({share:.2f} % of a core)")
+    if args.paced:
+        print(f"  ~{cpu_ms / (args.paced * sampled):.2f} ms per request at {args.paced}/s")
     print(summarise(out.read_text()))
     print(f"collapsed stacks: {out}")
     return 0

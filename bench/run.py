@@ -5,13 +5,16 @@ database, the control plane and a proxy in production mode (Postgres evidence, R
 and `leasegate dev` in embedded mode (SQLite, in-process stores), mints a key on each, then
 drives chat completions directly at the mock, through the floor (`bench/floor.py`: the least a
 Python forwarder costs on this machine, for scale) and through each gateway: non-streaming at
-c=1/16/64 and streaming at c=1/16, each phase `--repeats` times; then mints at c=16.
+c=1/16/64 and streaming at c=1/16, each phase `--repeats` times; then mints at c=16; then
+the rates fleets run at (`bench/paced.py`: 10 and 50 requests/s against a slow upstream, and
+open paced streams until the floor itself breaks), direct, floor and production side by side.
 Prints the issue's summary table (median [min-max] of the repeats) and every phase, and
 writes bench/results/latest.json. Everything it started is stopped, and the database
 dropped, however the run ends.
 
     python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
-                       [--rotate-keys N] [--key-cache-ttl S] [--only json-c16,mint-c16]
+                       [--rotate-keys N] [--key-cache-ttl S] [--streams-cap N]
+                       [--only json-c16,mint-c16,paced-10,paced-50,streams]
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from types import FrameType
 
 from bench import wrk
 from bench.load import PhaseResult, request_body, request_bytes, run_phase
+from bench.paced import PACED_MODEL, chat_body, render, run_paced, run_streams
 from bench.report import phase_table, summary_table, write_json
 from bench.stack import (
     CHUNKS,
@@ -46,6 +50,11 @@ RESULTS = Path(__file__).parent / "results"
 C1_S, LOADED_S, WARMUP_S = 2.0, 3.0, 0.5
 PHASES = (("json", 1), ("json", 16), ("json", 64), ("sse", 1), ("sse", 16))
 TARGETS = ("direct", "floor", "production", "embedded")
+PACED = ("paced-10", "paced-50", "streams")
+PACED_S, STREAMS_S = 6.0, 4.0
+STREAM_LEVELS = (100, 250, 500, 1000, 2000, 4000)
+BROKEN_PCT = 80.0
+"""An open-streams level the floor completes less than this share of ends the phase."""
 
 
 def _targets(stack: Stack) -> dict[str, tuple[str, int]]:
@@ -144,6 +153,93 @@ async def _measure(
     return phases
 
 
+async def _measure_paced(
+    stack: Stack, key: str, only: frozenset[str] | None, streams_cap: int
+) -> dict[str, list[dict[str, object]]]:
+    """The paced-rate and open-streams phases: direct, floor and production side by side."""
+    targets = {
+        "direct": (stack.slow_upstream.url, stack.slow_upstream.pid),
+        "floor": (stack.slow_floor.url, stack.slow_floor.pid),
+        "production": (stack.proxy.url, stack.proxy.pid),
+    }
+    out: dict[str, list[dict[str, object]]] = {}
+    plain, stream = chat_body(stream=False), chat_body(stream=True)
+    for rate in (10, 50):
+        if only is not None and f"paced-{rate}" not in only:
+            continue
+        for target, (url, pid) in targets.items():
+            sys.stderr.write(f"  {target}-paced-{rate} ...\n")
+            result = await run_paced(
+                url,
+                render(url, key, plain),
+                rate=rate,
+                duration_s=PACED_S,
+                pid=pid,
+                mock_pid=stack.slow_upstream.pid,
+            )
+            row = {"target": target, "load_1m": round(os.getloadavg()[0], 2), **vars(result)}
+            row["cpu_per_request_ms"] = result.cpu_per_request_ms
+            out.setdefault(f"paced-{rate}", []).append(row)
+    if only is not None and "streams" not in only:
+        return out
+    for level in (n for n in STREAM_LEVELS if n <= streams_cap):
+        floor_broke = False
+        for target, (url, pid) in targets.items():
+            sys.stderr.write(f"  {target}-streams-{level} ...\n")
+            streams = await run_streams(
+                url,
+                render(url, key, stream),
+                concurrency=level,
+                duration_s=STREAMS_S,
+                pid=pid,
+                mock_pid=stack.slow_upstream.pid,
+            )
+            row = {"target": target, "load_1m": round(os.getloadavg()[0], 2), **vars(streams)}
+            out.setdefault(f"streams-{level}", []).append(row)
+            floor_broke = floor_broke or (target == "floor" and streams.completion_pct < BROKEN_PCT)
+        if floor_broke:
+            break
+    return out
+
+
+def _paced_table(paced: dict[str, list[dict[str, object]]]) -> str:
+    lines = [
+        "| phase | target | requests | CPU ms/request | x floor | p50 ms | p99 ms "
+        "| mock CPU ms | client CPU % | load |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    stream_lines = [
+        "| streams | target | completion % | added gap p99 ms | added 1st event p99 ms "
+        "| stalls | RSS KB/stream | server CPU ms | mock CPU ms | client CPU % | load |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, rows in paced.items():
+        floor = next((r for r in rows if r["target"] == "floor"), None)
+        for r in rows:
+            cpu = r["cpu"]
+            assert isinstance(cpu, dict)  # noqa: S101 - our own rows
+            if name.startswith("paced"):
+                per = float(str(r["cpu_per_request_ms"]))
+                base = float(str(floor["cpu_per_request_ms"])) if floor else float("nan")
+                lines.append(
+                    f"| {name} | {r['target']} | {r['requests']} | {per:.3f} | {per / base:.2f} "
+                    f"| {float(str(r['p50_ms'])):.1f} | {float(str(r['p99_ms'])):.1f} "
+                    f"| {cpu.get('mock_cpu_ms', 0):.0f} | {cpu['client_cpu_pct']:.0f} "
+                    f"| {r['load_1m']} |"
+                )
+            else:
+                stream_lines.append(
+                    f"| {r['concurrency']} | {r['target']} | {float(str(r['completion_pct'])):.0f} "
+                    f"| {float(str(r['added_gap_p99_ms'])):.1f} "
+                    f"| {float(str(r['added_first_event_p99_ms'])):.1f} | {r['stalls']} "
+                    f"| {float(str(r['rss_per_stream_kb'])):.1f} "
+                    f"| {cpu.get('server_cpu_ms', 0):.0f} "
+                    f"| {cpu.get('mock_cpu_ms', 0):.0f} | {cpu['client_cpu_pct']:.0f} "
+                    f"| {r['load_1m']} |"
+                )
+    return "\n".join(lines) + "\n\n" + "\n".join(stream_lines)
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds through the ExitStack: processes, database
 
@@ -173,13 +269,20 @@ def _arguments() -> argparse.Namespace:
         help="the production proxy's LEASEGATE_KEY_CACHE_TTL_S (0.001: every resolution cold)",
     )
     parser.add_argument(
+        "--streams-cap",
+        type=int,
+        default=1000,
+        help="the most concurrent open streams tried (1000; levels 100, 250, 500, 1000, ...; "
+        "the phase also ends at the first level the floor completes under 80 %% of)",
+    )
+    parser.add_argument(
         "--only",
         default=None,
         help="the phases to run, comma-separated (json-c1, json-c16, json-c64, sse-c1, "
-        "sse-c16, mint-c16); default all",
+        "sse-c16, mint-c16, paced-10, paced-50, streams); default all",
     )
     args = parser.parse_args()
-    known = {f"{kind}-c{c}" for kind, c in PHASES} | {"mint-c16"}
+    known = {f"{kind}-c{c}" for kind, c in PHASES} | {"mint-c16", *PACED}
     if args.only and not set(args.only.split(",")) <= known:
         parser.error(f"--only takes some of: {', '.join(sorted(known))}")
     if not 1 <= args.rotate_keys <= args.live_keys + 1:
@@ -214,6 +317,10 @@ def main() -> int:
         sys.stderr.write("bench: measuring\n")
         only = frozenset(args.only.split(",")) if args.only else None
         phases = asyncio.run(_measure(stack, keys, args.repeats, only))
+        paced: dict[str, list[dict[str, object]]] = {}
+        if only is None or only & set(PACED):
+            paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
+            paced = asyncio.run(_measure_paced(stack, paced_key, only, args.streams_cap))
     meta = {
         "generator": (
             "wrk (c>1) and raw asyncio HTTP/1.1 (c=1, mints)"
@@ -235,7 +342,11 @@ def main() -> int:
     print(summary_table(phases))
     print()
     print(phase_table(phases))
-    write_json(RESULTS / "latest.json", meta, phases)
+    if paced:
+        print()
+        print("paced rates (8 KB bodies, upstream 200-350 ms) and open paced streams:")
+        print(_paced_table(paced))
+    write_json(RESULTS / "latest.json", {**meta, "paced": paced}, phases)
     print(f"wrote {RESULTS / 'latest.json'} ({meta['wall_seconds']} s)")
     return 0
 

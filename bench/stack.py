@@ -25,11 +25,16 @@ import httpx
 import redis
 import yaml
 
+from bench.paced import PACED_MODEL
+
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 CONTROL_TOKEN = secrets.token_urlsafe(24)
 ACCOUNT_ID = "bench-openai"
 CHUNKS = 20
+STREAM_POOL = 8192
+"""Upstream connections the floor and the proxy may hold to the slow mock: the open-streams
+phase measures what a process sustains, not a pool's bound."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ class Stack:
     embedded: Service
     """`leasegate dev`: both APIs in one process, SQLite and in-process stores."""
     database_url: str
+    slow_upstream: Service
+    """`bench/paced.py`: answers after 200-350 ms; streams 64 events 20 ms apart."""
+    slow_floor: Service
+    """The floor in front of the slow upstream."""
 
 
 def free_port() -> int:
@@ -146,7 +155,9 @@ def _wait_ready(name: str, child: subprocess.Popen[bytes], url: str | None, log:
     raise RuntimeError(f"{name} did not become ready; see {log}")
 
 
-def accounts_file(path: Path, upstream: str, options: Options) -> Path:
+def accounts_file(
+    path: Path, upstream: str, options: Options, slow_upstream: str | None = None
+) -> Path:
     accounts = [
         {
             "id": ACCOUNT_ID if i == 0 else f"bench-extra-{i}",
@@ -158,6 +169,17 @@ def accounts_file(path: Path, upstream: str, options: Options) -> Path:
         }
         for i in range(options.accounts)
     ]
+    if slow_upstream is not None:  # the paced phases' model, served by the slow mock only
+        accounts.append(
+            {
+                "id": "bench-paced",
+                "provider": "openai",
+                "base_url": slow_upstream,
+                "credential_env": "LEASEGATE_CRED_BENCH_OPENAI",
+                "models": {PACED_MODEL: "gpt-4o"},
+                "max_connections": STREAM_POOL,
+            }
+        )
     path.write_text(yaml.safe_dump({"accounts": accounts}))
     return path
 
@@ -182,6 +204,17 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         process("floor", [*floor_argv, "--upstream", up_url], base_env, logs, None)
     )
     wait_port(floor_port)
+    slow_port, slow_floor_port = free_port(), free_port()
+    slow_argv = [sys.executable, "-m", "bench.paced", "--port", str(slow_port)]
+    slow_pid = stack.enter_context(process("slow-upstream", slow_argv, base_env, logs, None))
+    wait_port(slow_port)
+    slow_url = f"http://127.0.0.1:{slow_port}"
+    slow_floor_argv = [*floor_argv[:-1], str(slow_floor_port), "--upstream", slow_url]
+    slow_floor_argv += ["--pool", str(STREAM_POOL)]
+    slow_floor_pid = stack.enter_context(
+        process("slow-floor", slow_floor_argv, base_env, logs, None)
+    )
+    wait_port(slow_floor_port)
 
     database_url = stack.enter_context(fresh_database())
     prefix = stack.enter_context(redis_prefix())
@@ -190,7 +223,9 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         "LEASEGATE_CONTROL_TOKEN": CONTROL_TOKEN,
         "LEASEGATE_CRED_BENCH_OPENAI": "sk-bench-secret",
         "LEASEGATE_KEY_TTL_S": "3600",
-        "LEASEGATE_ACCOUNTS_FILE": str(accounts_file(logs / "accounts.yaml", up_url, options)),
+        "LEASEGATE_ACCOUNTS_FILE": str(
+            accounts_file(logs / "accounts.yaml", up_url, options, slow_url)
+        ),
     }
     env = {
         **common,
@@ -227,6 +262,8 @@ def start_stack(stack: ExitStack, logs: Path, options: Options) -> Stack:
         services["proxy"],
         services["embedded"],
         database_url,
+        Service(slow_url, slow_pid),
+        Service(f"http://127.0.0.1:{slow_floor_port}", slow_floor_pid),
     )
 
 
@@ -239,10 +276,10 @@ def wait_port(port: int) -> None:
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port}")
 
 
-def mint_key(control_plane: str, dispatch_id: str = "bench-1") -> str:
+def mint_key(control_plane: str, dispatch_id: str = "bench-1", model: str = "gpt-4o") -> str:
     response = httpx.post(
         f"{control_plane}/control/v2/keys",
-        json={"tenant": "bench/load", "dispatch_id": dispatch_id, "model": "gpt-4o"},
+        json={"tenant": "bench/load", "dispatch_id": dispatch_id, "model": model},
         headers={"Authorization": f"Bearer {CONTROL_TOKEN}"},
         timeout=10,
     )

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     upstream_max_connections: int = Field(default=256, ge=1)
     """Default size of each account's own connection pool."""
     upstream_pool_timeout_s: PositiveSeconds = 5.0
+    max_in_flight: int = Field(default=512, ge=0)
+    """Proxied requests one proxy process works on at once (streams included); past it a new
+    one is answered 503 `gateway-overloaded` with `Retry-After` at once. 0: no bound."""
     """How long a request waits for a pooled connection before `upstream-pool-exhausted`."""
     request_slot_lease_s: PositiveSeconds = 30.0
     """A request slot whose holder stops renewing is reclaimed after this long."""

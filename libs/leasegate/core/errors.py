@@ -94,6 +94,7 @@ CODES: dict[str, CodeInfo] = {
     "model-cooling": CodeInfo(503, _UNAVAILABLE, "held"),
     "circuit-open": CodeInfo(503, _UNAVAILABLE, "held"),
     "upstream-pool-exhausted": CodeInfo(503, _UNAVAILABLE, "held"),
+    "gateway-overloaded": CodeInfo(503, _UNAVAILABLE, "held"),
     "upstream-timeout": CodeInfo(504, _UPSTREAM, "held"),
     "upstream-unreachable": CodeInfo(502, _UPSTREAM, "held"),
     # anything unexpected

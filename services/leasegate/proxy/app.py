@@ -28,7 +28,7 @@ from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.models import list_models, retrieve_model
 from leasegate.proxy.quota_view import QuotaView
-from leasegate.proxy.runtime import ProxyRuntime
+from leasegate.proxy.runtime import InFlight, ProxyRuntime
 from leasegate.proxy.spend import SpendGate
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
@@ -97,6 +97,7 @@ def build_proxy_runtime(
             clock=clock,
         ),
         tracer=_request_tracer() if config.tracing_endpoint is not None else None,
+        in_flight=InFlight(settings.max_in_flight),
     )
 
 
@@ -106,9 +107,11 @@ async def start_proxy(runtime: ProxyRuntime, stores: ProxyStores) -> None:
     await runtime.quota.start()
     runtime.evidence.start()
     runtime.slots.start()
+    runtime.resolver.start()
 
 
 async def stop_proxy(runtime: ProxyRuntime) -> None:
+    await runtime.resolver.stop()
     await runtime.slots.stop()
     await runtime.health.stop()
     await runtime.quota.stop()

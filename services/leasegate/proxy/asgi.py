@@ -46,11 +46,18 @@ class ProxiedEndpoint:
             # a provider SDK's own path (Azure's deployment, Gemini's v1)
             route = caller_route(path)
             path_model = None if route is None else route.model
+        in_flight = self.runtime.in_flight
+        admitted = in_flight.enter()
         try:
-            app = await forward(self.runtime, self.endpoint, scope["headers"], body, path_model)
+            app = await forward(
+                self.runtime, self.endpoint, scope["headers"], body, path_model, shed=not admitted
+            )
+            await app(scope, receive, send)
         except ClientGone:
             return  # the caller went away while sending its body; its row is queued
-        await app(scope, receive, send)
+        finally:
+            if admitted:
+                in_flight.leave()
 
 
 async def _read_body(receive: Receive) -> bytes:

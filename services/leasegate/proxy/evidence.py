@@ -76,6 +76,9 @@ class EvidenceSink:
         self._metrics = metrics or EvidenceMetrics(None)
         self._rows: deque[EvidenceRow] = deque()
         self._wake = asyncio.Event()
+        """Set when a batch is full: it is written without waiting for the interval."""
+        self._arrived = asyncio.Event()
+        """Set by every row: an idle writer sleeps on it, with no timer."""
         self._task: asyncio.Task[None] | None = None
         self._syncs: set[asyncio.Task[None]] = set()
         self._reachable = True
@@ -93,6 +96,7 @@ class EvidenceSink:
             self._rows.append(row)
             if len(self._rows) >= self._max_batch:
                 self._wake.set()
+        self._arrived.set()
         self._metrics.queued(len(self._rows))
 
     async def add_durable(self, row: EvidenceRow) -> None:
@@ -152,6 +156,11 @@ class EvidenceSink:
         loop = asyncio.get_running_loop()
         backoff, retry_at = self._interval, 0.0
         while True:
+            if not self.pending:
+                # idle: no timer at all until a row arrives; the first row opens a window of
+                # one interval, and every row queued in it is written in the same batch
+                self._arrived.clear()
+                await self._arrived.wait()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):
                     await self._wake.wait()

@@ -1,8 +1,9 @@
 """A proxied request from arrival to the moment the upstream's headers are in hand.
 
 Order of checks (each refusal is recorded as evidence with its code):
-key -> account -> endpoint -> caller headers -> body -> model -> budget -> health
--> quota -> request slot -> upstream. When tracing is on, the steps are spans (proxy/tracing.py).
+key -> account -> endpoint -> in-flight bound -> caller headers -> body -> model -> budget
+-> health -> quota -> request slot -> upstream. When tracing is on, the steps are spans
+(proxy/tracing.py).
 """
 
 from __future__ import annotations
@@ -60,10 +61,14 @@ async def forward(
     headers: list[tuple[bytes, bytes]],
     body: Body,
     path_model: str | None = None,
+    *,
+    shed: bool = False,
 ) -> ASGIApp:
     """The ASGI app that answers this request: a relay of the upstream's answer, or a
     refusal. `headers`: the ASGI scope's (lower-case names); `path_model`: the model the
-    path names, for an endpoint with the model in its path."""
+    path names, for an endpoint with the model in its path; `shed`: the process is at its
+    in-flight bound, so once the key is known the request is refused at once (503
+    `gateway-overloaded`), its body unread and the upstream not called."""
     clock = runtime.clock
     attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
     attempt.feeds_health = endpoint.completion
@@ -76,7 +81,7 @@ async def forward(
         attempt.trace = runtime.tracer.begin(attempt.request_id, endpoint.path)
     trace = attempt.trace
     try:
-        admit = _admit_key(runtime, endpoint, attempt, token)
+        admit = _admit_key(runtime, endpoint, attempt, token, shed)
         key, account = await in_step(trace, "proxy.admit", admit)
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
         check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
@@ -149,7 +154,7 @@ def _read_quota(
 
 
 async def _admit_key(
-    runtime: ProxyRuntime, endpoint: Endpoint, attempt: Attempt, token: str
+    runtime: ProxyRuntime, endpoint: Endpoint, attempt: Attempt, token: str, shed: bool
 ) -> tuple[KeyRecord, Account]:
     parsed = parse_key(token)
     if parsed is None:
@@ -168,6 +173,12 @@ async def _admit_key(
     if not account.kind.serves(endpoint):
         raise GatewayError(
             "endpoint-not-served", f"{endpoint.path} is not served by the key's account"
+        )
+    if shed:
+        raise GatewayError(
+            "gateway-overloaded",
+            "the gateway is at its bound of requests in flight; retry shortly",
+            retry_after_s=1.0,
         )
     return key, account
 

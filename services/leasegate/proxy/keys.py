@@ -13,10 +13,20 @@ While the database cannot answer (down, or past its deadline), a key whose cache
 aged out keeps being served from that entry: a partition does not refuse the keys a proxy
 already knows. Expiry and revocations by fan-out still apply to it; only a key this process
 has never seen needs the database (503 `unavailable` while it is out).
+
+Memory follows live work: a cache entry not read again from the database for `RETAIN_S` past
+its TTL (the key went quiet, or was revoked or expired) is removed, and a revoked key leaves
+the deny list once it has expired. Both are swept a bounded number at a time, oldest first,
+on every resolution and revocation and by `sweep()` (called by a slow timer, so an idle
+process shrinks too); nothing is swept while the database is out, so the keys a partition
+keeps serving stay.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import heapq
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -33,6 +43,12 @@ STALE_GRACE_S = 5.0
 """After a failed database read, known keys are served from the cache this long untried."""
 UNTRUSTED_TTL_S = 1.0
 """How long a cache entry is trusted while revocations cannot arrive by fan-out."""
+RETAIN_S = 300.0
+"""An entry aged out of the cache this long ago (its key was not used since) is removed."""
+SWEEP_BATCH = 256
+"""Entries removed at most per sweep, so no request pays for a large one."""
+SWEEP_EVERY_S = 30.0
+"""The background sweep's period: an idle process shrinks too, at a negligible wake-up cost."""
 
 
 class KeyRefused(GatewayError):
@@ -51,15 +67,66 @@ class KeyResolver:
         ttl_s: float,
         *,
         fanout_ready: Callable[[], bool] = lambda: True,
+        retain_s: float = RETAIN_S,
     ) -> None:
         self._reader = reader
         self._clock = clock
         self._ttl_s = ttl_s
         self._fanout_ready = fanout_ready
+        self._retain_s = retain_s
+        # every entry gets the same TTL when read, so insertion order is expiry order
         self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
         """key id: (record, when it was read, monotonic)"""
         self._revoked: dict[str, float] = {}
+        self._revoked_by_expiry: list[tuple[float, str]] = []
         self._database_out_until = 0.0
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._sweeper = asyncio.create_task(self._sweep_forever(), name="key-cache-sweep")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_EVERY_S)
+            more = True
+            while more:  # a long backlog is removed in slices, yielding between them
+                more = self.sweep()
+                await asyncio.sleep(0)
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """(cached keys, revoked keys held): what the process holds for keys."""
+        return len(self._cache), len(self._revoked)
+
+    def sweep(self) -> bool:
+        """Remove up to SWEEP_BATCH cache entries unused for `retain_s` past their TTL and
+        up to SWEEP_BATCH revoked keys past their expiry; True when more may be due."""
+        now = self._clock.monotonic()
+        if now < self._database_out_until:
+            return False  # a partition serves known keys from here: keep them
+        cache, horizon = self._cache, now - self._retain_s
+        removed = 0
+        while cache and removed < SWEEP_BATCH:
+            key_id, (_, read_at) = next(iter(cache.items()))
+            if read_at + self._ttl_s > horizon:
+                break
+            del cache[key_id]
+            removed += 1
+        wall = self._clock.now().timestamp()
+        heap, popped = self._revoked_by_expiry, 0
+        while heap and heap[0][0] <= wall and popped < SWEEP_BATCH:
+            expires_at, key_id = heapq.heappop(heap)
+            popped += 1
+            if self._revoked.get(key_id) == expires_at:
+                del self._revoked[key_id]
+        return removed == SWEEP_BATCH or popped == SWEEP_BATCH
 
     async def resolve(self, parsed: ParsedKey) -> KeyRecord:
         """The live key for a presented token, or the refusal (`key-*`) that applies."""
@@ -94,16 +161,17 @@ class KeyResolver:
             self._cache.move_to_end(key_id)
             if len(self._cache) > _MAX_ENTRIES:
                 self._cache.popitem(last=False)
+        self.sweep()  # after a database read only: a cache hit stays as cheap as it was
         return record
 
     def on_revoked(self, revocations: Sequence[Revocation]) -> None:
         wall = self._clock.now().timestamp()
         for revocation in revocations:
             self._cache.pop(revocation.key_id, None)
-            if revocation.expires_at > wall:
+            if revocation.expires_at > wall and revocation.key_id not in self._revoked:
                 self._revoked[revocation.key_id] = revocation.expires_at
-        if len(self._revoked) > _MAX_ENTRIES:
-            self._revoked = {k: t for k, t in self._revoked.items() if t > wall}
+                heapq.heappush(self._revoked_by_expiry, (revocation.expires_at, revocation.key_id))
+        self.sweep()
 
     def on_reset(self) -> None:
         self._cache.clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from leasegate.accounts import Registry
@@ -33,6 +33,27 @@ if TYPE_CHECKING:
 log = logging.getLogger("leasegate.proxy")
 
 
+class InFlight:
+    """Proxied requests this process works on, from arrival to the answer's last byte, and the
+    bound past which new ones are shed (`LEASEGATE_MAX_IN_FLIGHT`; 0: none)."""
+
+    __slots__ = ("count", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+    def enter(self) -> bool:
+        """Counts the request in; False (not counted) when the process is at its bound."""
+        if self.limit and self.count >= self.limit:
+            return False
+        self.count += 1
+        return True
+
+    def leave(self) -> None:
+        self.count -= 1
+
+
 @dataclass
 class ProxyRuntime:
     settings: Settings
@@ -48,6 +69,7 @@ class ProxyRuntime:
     quota: QuotaView
     tracer: RequestTracer | None = None
     """Set at wiring when tracing is on; None: no request makes a span."""
+    in_flight: InFlight = field(default_factory=lambda: InFlight(0))
 
     async def release_slot(self, attempt: Attempt) -> None:
         """Give back the attempt's request slot, if it holds one. Safe to call repeatedly."""
