@@ -248,3 +248,21 @@ async def test_the_pool_demand_counts_live_leases_by_tenant_and_starved_tenants(
     assert demand.starved == frozenset({"small"})
     empty = await mint_store.pool_demand([], "gpt-4o", since, LATER)
     assert (dict(empty.held), empty.starved) == ({}, frozenset({"small"}))
+
+
+async def test_a_decision_keeps_its_chains_residency(mint_store: ServiceStore) -> None:
+    """Both columns round-trip through the one-call commit and a refusal's record alike."""
+    decision, key = minted(
+        dispatch_id="d-r",
+        allowed_providers=("bedrock", "vertex"),
+        allowed_regions=("eu-central-1",),
+    )
+    await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    assert await mint_store.get_decision(decision.id) == decision
+    refused = make_decision(
+        dispatch_id="d-s", account_id=None, outcome="refused", allowed_regions=("global",)
+    )
+    await mint_store.record_decision(refused)
+    stored = await mint_store.get_decision(refused.id)
+    assert stored is not None
+    assert (stored.allowed_providers, stored.allowed_regions) == (None, ("global",))

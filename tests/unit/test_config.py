@@ -56,6 +56,10 @@ def test_defaults_give_embedded_mode() -> None:
         ("LEASEGATE_ADMIN_TOKENS", "a=1,a=2", "LEASEGATE_ADMIN_TOKENS"),
         ("LEASEGATE_ADMIN_TOKENS", "bad name=1", "LEASEGATE_ADMIN_TOKENS"),
         ("LEASEGATE_LOG_LEVEL", "LOUD", "LEASEGATE_LOG_LEVEL"),
+        ("LEASEGATE_TENANT_RESIDENCY", "{not json", "LEASEGATE_TENANT_RESIDENCY"),
+        ("LEASEGATE_TENANT_RESIDENCY", '{"t": {"allowed_providers": ["aws"]}}', "unknown"),
+        ("LEASEGATE_TENANT_RESIDENCY", '{"t": {"allowed_regions": []}}', "TENANT_RESIDENCY"),
+        ("LEASEGATE_TENANT_RESIDENCY", '{"t": {"regions": ["x"]}}', "TENANT_RESIDENCY"),
     ],
 )
 def test_bad_variable_names_itself_in_one_line(variable: str, value: str, fragment: str) -> None:
@@ -209,3 +213,18 @@ def test_a_control_plane_without_a_console_secret_warns_naming_it(
             load_config({**_PRODUCTION, "LEASEGATE_CONSOLE_SECRET": "s" * 32})
         )
         assert caplog.text == ""
+
+
+def test_tenant_settings_are_read_from_their_json_text() -> None:
+    settings = load_config(
+        {
+            "LEASEGATE_TENANT_SHARES": '{"acme/web": 3}',
+            "LEASEGATE_TENANT_RESIDENCY": (
+                '{"acme/eu": {"allowed_providers": ["bedrock"], '
+                '"allowed_regions": ["eu-central-1"]}}'
+            ),
+        }
+    ).settings
+    assert settings.tenant_shares == {"acme/web": 3.0}
+    eu = settings.tenant_residency["acme/eu"]
+    assert (eu.allowed_providers, eu.allowed_regions) == (("bedrock",), ("eu-central-1",))

@@ -20,6 +20,8 @@ STORED_IN: dict[tuple[type[BaseModel], str], list[tuple[str, str]]] = {
     (MintBody, "model"): [("mint_decisions", "model"), ("keys", "model")],
     (MintBody, "role"): [("mint_decisions", "role")],
     (MintBody, "affinity"): [("mint_decisions", "affinity")],
+    (MintBody, "allowed_providers"): [("mint_decisions", "allowed_providers")],
+    (MintBody, "allowed_regions"): [("mint_decisions", "allowed_regions")],
     (MintBody, "retry_of_mint_decision_id"): [("mint_decisions", "cites_decision_id")],
     (MintBody, "supersedes_mint_decision_id"): [("mint_decisions", "cites_decision_id")],
     (StateBody, "state"): [("audit_records", "state")],

@@ -107,6 +107,12 @@ class Account:
         Anthropic counts them beside it)."""
         return self.kind.input_includes_cache
 
+    @property
+    def region(self) -> str | None:
+        """The cloud region the account serves from (bedrock's `region`, vertex's `location`);
+        None for a kind without one."""
+        return self.kind.region(self.options)
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
@@ -68,6 +68,8 @@ class Dispatch(Generic[T]):
         ttl_s: int | None = None,
         budget: Budget | None = None,
         affinity: str | None = None,
+        allowed_providers: Sequence[str] | None = None,
+        allowed_regions: Sequence[str] | None = None,
         deadline_s: float = 120.0,
         renew_within_s: float = 60.0,
         request_timeout_s: float = 10.0,
@@ -91,11 +93,21 @@ class Dispatch(Generic[T]):
         `idempotency_prefix`: names this run's mint attempts (`<prefix>/<n>`); random by
         default, set it to resume a run that crashed mid-mint. `affinity`: a session or task
         id; the gateway keeps dispatches naming it on the account that last served it while
-        that account has room (its prompt cache is there)."""
+        that account has room (its prompt cache is there). `allowed_providers` /
+        `allowed_regions`: data residency, within the tenant's configured restriction; every
+        mint of the chain is served only by those provider kinds and in those regions."""
         self.control = control
         self.proxy_url = proxy_url.rstrip("/")
         self.identity = Identity(
-            tenant, dispatch_id, model, role, ttl_s, budget=budget, affinity=affinity
+            tenant,
+            dispatch_id,
+            model,
+            role,
+            ttl_s,
+            budget=budget,
+            affinity=affinity,
+            allowed_providers=tuple(allowed_providers) if allowed_providers is not None else None,
+            allowed_regions=tuple(allowed_regions) if allowed_regions is not None else None,
         )
         self.deadline_s = deadline_s
         self.renew_within_s = renew_within_s

@@ -42,6 +42,9 @@ class Identity:
     budget: Budget | None = None
     affinity: str | None = None
     """The session or task id whose account the dispatch asks to stay on."""
+    allowed_providers: tuple[str, ...] | None = None
+    """Data residency: the provider kinds the dispatch may be served by (every hop too)."""
+    allowed_regions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,8 @@ class Leases:
             # one key per attempt: a replay of the same attempt answers the same decision
             idempotency_key=f"{self._prefix}/{self._attempts}",
             affinity=ident.affinity,
+            allowed_providers=ident.allowed_providers,
+            allowed_regions=ident.allowed_regions,
         )
 
     async def _replayable(self, op: Operation[Minted]) -> Minted:

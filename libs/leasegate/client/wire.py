@@ -64,6 +64,8 @@ def mint(
     budget: Budget | None = None,
     idempotency_key: str | None = None,
     affinity: str | None = None,
+    allowed_providers: Sequence[str] | None = None,
+    allowed_regions: Sequence[str] | None = None,
 ) -> Operation[Minted]:
     body: dict[str, object] = {"tenant": tenant, "dispatch_id": dispatch_id, "model": model}
     optional = {
@@ -73,6 +75,8 @@ def mint(
         "supersedes_mint_decision_id": supersedes_mint_decision_id,
         "budget": budget.model_dump(mode="json", exclude_none=True) if budget else None,
         "affinity": affinity,
+        "allowed_providers": list(allowed_providers) if allowed_providers is not None else None,
+        "allowed_regions": list(allowed_regions) if allowed_regions is not None else None,
     }
     body.update({name: value for name, value in optional.items() if value is not None})
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from leasegate.config.redis_url import is_cluster_url, parse_cluster_url
+from leasegate.providers import KINDS
 
 DEFAULT_EVIDENCE_SPILL_PATH = Path("leasegate-spill")
 """The evidence spill directory of production mode when none is set: relative to the working
@@ -18,6 +20,24 @@ directory (`/tmp/leasegate-spill` in the image, whose working directory is `/tmp
 _TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
+
+
+class TenantResidency(BaseModel):
+    """One tenant's data residency (LEASEGATE_TENANT_RESIDENCY): the provider kinds and the
+    regions its dispatches may be served from; a mint may only narrow it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_providers: tuple[str, ...] | None = Field(default=None, min_length=1)
+    allowed_regions: tuple[str, ...] | None = Field(default=None, min_length=1)
+
+    @field_validator("allowed_providers")
+    @classmethod
+    def _known_kinds(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        unknown = [name for name in value or () if name not in KINDS]
+        if unknown:
+            raise ValueError(f"unknown provider kind {unknown[0]!r} (one of: {', '.join(KINDS)})")
+        return value
 
 
 class Settings(BaseSettings):
@@ -60,6 +80,21 @@ class Settings(BaseSettings):
     """A tenant a full pool refused counts as waiting for its fair share this long."""
     tenant_shares: dict[str, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
     """Fair-share weights by tenant (JSON); a tenant not named weighs 1."""
+    tenant_residency: dict[str, TenantResidency] = Field(default_factory=dict)
+    """Data residency by tenant (JSON: {"t": {"allowed_providers": [...], "allowed_regions":
+    [...]}}); a tenant not named may be served anywhere."""
+
+    @field_validator("tenant_shares", "tenant_residency", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        """Read from the environment, these are JSON text."""
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else {}
+            except ValueError:
+                raise ValueError("must be a JSON object") from None
+        return value
+
     lease_rate_interval_s: PositiveSeconds = 10.0
     """How often the control plane measures what a live lease spends (adaptive ceilings)."""
     failure_threshold: int = Field(default=3, ge=1)

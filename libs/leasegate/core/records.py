@@ -96,6 +96,9 @@ class MintDecision:
     it, and with it the chain's budget."""
     budget_max_tokens: int | None = None
     budget_max_cost: Decimal | None = None
+    allowed_providers: tuple[str, ...] | None = None
+    """The chain's own data residency (the first mint's; its hops inherit it)."""
+    allowed_regions: tuple[str, ...] | None = None
     affinity: str | None = None
     """The caller's session or task id the mint asked to stay with (`POST /keys` `affinity`)."""
     affinity_hit: bool = False

@@ -36,6 +36,9 @@ def decision_values(decision: MintDecision) -> dict[str, Any]:
     values["passed_over"] = [
         {"account_id": p.account_id, "code": p.code} for p in decision.passed_over
     ]
+    for name in ("allowed_providers", "allowed_regions"):
+        names = values[name]
+        values[name] = list(names) if names is not None else None
     return values
 
 

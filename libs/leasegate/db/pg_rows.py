@@ -47,6 +47,11 @@ def decision_of_row(row: Mapping[str, Any]) -> MintDecision:
     if isinstance(passed_over, str):
         passed_over = json.loads(passed_over)
     values["passed_over"] = tuple(PassOver(p["account_id"], p["code"]) for p in passed_over)
+    for name in ("allowed_providers", "allowed_regions"):
+        names = values[name]
+        if isinstance(names, str):
+            names = json.loads(names)
+        values[name] = tuple(names) if names is not None else None
     values["kind"] = cast("MintKind", values["kind"])
     values["outcome"] = cast("DecisionOutcome", values["outcome"])
     return MintDecision(**values)

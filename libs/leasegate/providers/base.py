@@ -266,6 +266,11 @@ class ProviderKind(ABC):
     def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
         """This kind's own fields of an accounts-file entry, checked (raises `OptionError`)."""
 
+    def region(self, options: Mapping[str, str]) -> str | None:
+        """The cloud region an account of this kind serves from (data residency), from its
+        options; None for a kind with no region (the direct APIs)."""
+        return None
+
     @abstractmethod
     def served_problem(self, served_model: str) -> str | None:
         """Why `served_model` cannot be sent to this kind (it goes into a path), or None."""

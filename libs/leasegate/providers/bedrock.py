@@ -131,6 +131,9 @@ class Bedrock(ProviderKind):
     def default_headers(self) -> tuple[tuple[str, str], ...]:
         return ()
 
+    def region(self, options: Mapping[str, str]) -> str | None:
+        return options.get("region")
+
     def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
         options: dict[str, str] = {}
         region = entry.get("region")

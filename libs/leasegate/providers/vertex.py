@@ -101,6 +101,9 @@ class VertexAccount(ProviderKind):
     def options(self, entry: Mapping[object, object]) -> Mapping[str, str]:
         return _vertex_options(entry)
 
+    def region(self, options: Mapping[str, str]) -> str | None:
+        return options.get("location")
+
     def served_problem(self, served_model: str) -> str | None:
         if _MODEL.fullmatch(served_model):
             return None

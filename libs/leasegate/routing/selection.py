@@ -3,10 +3,13 @@ live filter rules out, recording the code of the first filter that ruled out eac
 
 Filters, cheapest and most permanent first (SPEC §3); the first that applies is the code:
 
-    1 not-configured  2 administratively-disabled  3 administratively-draining
-    4 circuit-open  5 model-cooling  6 lease-capacity-exhausted  7 quota-exhausted
+    1 not-configured  2 residency  3 administratively-disabled  4 administratively-draining
+    5 circuit-open  6 model-cooling  7 lease-capacity-exhausted  8 quota-exhausted
 
-Filter 7 is the adaptive ceiling (`routing.lease_ceiling`): the (account, served model)'s learned
+Filter 2 is the tenant's data residency (`routing.residency`): static, like filter 1, so it
+never counts toward a refusal's `cooldown_scope` or `retry_after_s`.
+
+Filter 8 is the adaptive ceiling (`routing.lease_ceiling`): the (account, served model)'s learned
 quota has no room for one more request now, or its live leases already spend what the quota
 refills at the rate one lease was measured to spend.
 
@@ -33,12 +36,15 @@ from leasegate.core.ports.quota import Quota
 from leasegate.core.records import AdminState
 from leasegate.routing.health import health_block
 from leasegate.routing.lease_ceiling import LeaseRate, effective_ceiling, quota_room
+from leasegate.routing.residency import UNRESTRICTED, Residency
 
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
 Pair = tuple[str, str]
 """(account id, served model)."""
 MODEL_SCOPE = ("model-cooling", "quota-exhausted")
 """Pass-overs of one (account, served model), not of the whole account."""
+STATIC = ("residency",)
+"""Pass-overs no wait can change: left out of a refusal's cooldown scope."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +63,8 @@ class Facts:
     """The learned quotas of the candidates that have one."""
     lease_rates: Mapping[Pair, LeaseRate] = field(default_factory=dict)
     """What one live lease of each pair was measured to spend per second."""
+    residency: Residency = UNRESTRICTED
+    """The providers and regions the mint's tenant may be served from."""
 
     def extended(
         self,
@@ -105,10 +113,12 @@ class NoneEligible:
 
 
 def filter_code(candidate: Candidate, facts: Facts, *, renewal: bool = False) -> str | None:
-    """The first filter that rules `candidate` out, or None. A renewal stops at filter 4."""
+    """The first filter that rules `candidate` out, or None. A renewal stops at filter 5."""
     account = candidate.account
     if not account.configured:
         return "not-configured"
+    if not facts.residency.allows(account.provider, account.region):
+        return "residency"
     state = facts.admin_states.get(account.id, "enabled")
     if state == "disabled":
         return "administratively-disabled"
@@ -155,7 +165,9 @@ def none_eligible(
 
 def cooldown_scope(passed_over: Sequence[PassOver]) -> Literal["model", "account", "mixed"] | None:
     """`model` when every pass-over was of the (account, model) (model-cooling,
-    quota-exhausted), `account` when none was, else `mixed`."""
+    quota-exhausted), `account` when none was, else `mixed`; static pass-overs (residency)
+    are left out, and only they: None."""
+    passed_over = [p for p in passed_over if p.code not in STATIC]
     if not passed_over:
         return None
     cooling = sum(1 for p in passed_over if p.code in MODEL_SCOPE)

@@ -88,6 +88,9 @@ class Decision(WireModel):
     """The session or task id the mint asked to stay with."""
     affinity_hit: bool = False
     """Selected because the account that last served `affinity` still had room."""
+    allowed_providers: tuple[str, ...] | None = None
+    """The chain's own data residency (its first mint's; every hop keeps it)."""
+    allowed_regions: tuple[str, ...] | None = None
     evidence: tuple[Evidence, ...] = Field(default=())
 
     @property

@@ -46,6 +46,9 @@ class Start:
     """The chain a hop continues (None: a fresh mint starts one)."""
     budget_max_tokens: int | None = None
     budget_max_cost: Decimal | None = None
+    allowed_providers: tuple[str, ...] | None = None
+    """The chain's own data residency (the mint's, inherited by its hops)."""
+    allowed_regions: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,8 @@ def start_of(body: MintBody, idempotency_key: str | None, fingerprint: str | Non
             fingerprint=fingerprint,
             budget_max_tokens=budget.max_tokens if budget else None,
             budget_max_cost=budget.cost if budget else None,
+            allowed_providers=body.allowed_providers,
+            allowed_regions=body.allowed_regions,
         )
     return Start(
         position=None,
@@ -129,6 +134,8 @@ def decision_of(
         chain_id=start.chain_id,
         budget_max_tokens=start.budget_max_tokens,
         budget_max_cost=start.budget_max_cost,
+        allowed_providers=start.allowed_providers,
+        allowed_regions=start.allowed_regions,
         affinity=asked.affinity,
     )
     if isinstance(outcome, GatewayError):

@@ -27,6 +27,7 @@ from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
 from leasegate.routing.lease_ceiling import LeaseRate
 from leasegate.routing.quota import declared_quota
+from leasegate.routing.residency import UNRESTRICTED, Residency
 from leasegate.routing.selection import (
     NO_COOLDOWNS,
     Facts,
@@ -92,6 +93,8 @@ class Limits:
     """How long a tenant a full pool refused counts as starved (fair shares)."""
     tenant_shares: Mapping[str, float] = field(default_factory=dict)
     """Weights of the tenants' fair shares; a tenant not named weighs 1."""
+    tenant_residency: Mapping[str, Residency] = field(default_factory=dict)
+    """Where each tenant's dispatches may be served (data residency); not named: anywhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,12 +149,24 @@ class LazyFacts:
         self.facts = _empty_facts(deps, now)
 
     @classmethod
-    async def read(cls, deps: MintDeps, candidates: Sequence[Candidate], start: int) -> LazyFacts:
-        """The facts of the first chunk from `start`, and the overlay."""
+    async def read(
+        cls,
+        deps: MintDeps,
+        candidates: Sequence[Candidate],
+        start: int,
+        residency: Residency = UNRESTRICTED,
+    ) -> LazyFacts:
+        """The facts of the first chunk from `start`, and the overlay; the walk filters on
+        the mint's `residency`."""
         lazy = cls(deps, candidates, start, deps.clock.now())
         await lazy._read_more()
         admin_states, admin_revision = await admin_view(deps.overlay)
-        lazy.facts = replace(lazy.facts, admin_states=admin_states, admin_revision=admin_revision)
+        lazy.facts = replace(
+            lazy.facts,
+            admin_states=admin_states,
+            admin_revision=admin_revision,
+            residency=residency,
+        )
         return lazy
 
     async def select(

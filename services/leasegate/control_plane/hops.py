@@ -104,7 +104,17 @@ def _continue_chain(body: MintBody, start: Start, cited: MintDecision | None) ->
         chain_id=cited.chain_id or cited.id,
         budget_max_tokens=cited.budget_max_tokens,
         budget_max_cost=cited.budget_max_cost,
+        allowed_providers=cited.allowed_providers,
+        allowed_regions=cited.allowed_regions,
     )
+    if _names_another(body.allowed_providers, cited.allowed_providers) or _names_another(
+        body.allowed_regions, cited.allowed_regions
+    ):
+        refusal = GatewayError(
+            "invalid-request",
+            "a hop keeps its chain's allowed_providers and allowed_regions: send none, or the same",
+        )
+        return Refusal(chained, refusal)
     if body.budget is not None and (
         body.budget.max_tokens != cited.budget_max_tokens
         or body.budget.cost != cited.budget_max_cost
@@ -114,6 +124,10 @@ def _continue_chain(body: MintBody, start: Start, cited: MintDecision | None) ->
         )
         return Refusal(chained, refusal)
     return chained
+
+
+def _names_another(asked: tuple[str, ...] | None, chain: tuple[str, ...] | None) -> bool:
+    return asked is not None and (chain is None or set(asked) != set(chain))
 
 
 async def _lease_live(deps: MintDeps, cited: MintDecision) -> bool:

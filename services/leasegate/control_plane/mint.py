@@ -36,6 +36,7 @@ from leasegate.control_plane.hops import authorise_hop
 from leasegate.control_plane.idempotency import fingerprint, replay
 from leasegate.control_plane.placement import affinity_candidate, fair_share_refusal
 from leasegate.control_plane.refusals import recorded
+from leasegate.control_plane.residency import mint_residency
 from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.tenants import tenant_budget_refusal
 from leasegate.control_plane.views import mint_view
@@ -49,6 +50,7 @@ from leasegate.core.ports.storage import (
 )
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.keys import ParsedKey, hash_secret, new_key
+from leasegate.routing.residency import Residency
 from leasegate.routing.selection import NoneEligible, Selected
 from leasegate.web.tracing import step
 from leasegate.wire import MintAnswer
@@ -113,6 +115,9 @@ async def _decide(deps: MintDeps, body: MintBody, start: Start) -> View | Refusa
         if isinstance(hop, Refusal):
             return hop
         start = hop
+    residency = mint_residency(deps.limits, body.tenant, start)
+    if isinstance(residency, GatewayError):
+        return Refusal(start, residency)
     candidates = deps.registry.candidates(body.model)
     if not candidates:
         unknown = GatewayError("model-not-served", "no account serves the requested model")
@@ -122,7 +127,7 @@ async def _decide(deps: MintDeps, body: MintBody, start: Start) -> View | Refusa
     )
     if held is not None:
         return held
-    return await _walk(deps, body, start, candidates, ttl_s)
+    return await _walk(deps, body, start, candidates, ttl_s, residency)
 
 
 async def _held_while_chain_corrupt(deps: MintDeps, start: Start) -> Refusal | None:
@@ -151,6 +156,7 @@ async def _walk(
     start: Start,
     candidates: Sequence[Candidate],
     ttl_s: int,
+    residency: Residency,
 ) -> View | Refusal:
     """Select from the start position, reading live facts only as far as the walk goes
     (`LazyFacts`); a reservation that finds the account full after all records it as passed
@@ -159,7 +165,7 @@ async def _walk(
     position = start.position or 0
     affine = await affinity_candidate(deps, body, start, candidates)
     with step("mint.facts"):
-        live = await LazyFacts.read(deps, candidates, position)
+        live = await LazyFacts.read(deps, candidates, position, residency)
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
     follow, shared = affine, False
@@ -207,7 +213,7 @@ async def _walk(
             if held is not None:
                 return held
             position, passed_over, follow = start.position or 0, (), affine
-            live = await LazyFacts.read(deps, candidates, position)
+            live = await LazyFacts.read(deps, candidates, position, residency)
         except LeaseCapacityExhausted:
             if hit:  # the affinity's account filled meanwhile: the ordered walk, past it
                 live.mark_full(chosen)

@@ -11,6 +11,7 @@ from leasegate.control_plane.deps import Limits, MintDeps, announce_revoked
 from leasegate.control_plane.lease_rates import LeaseRateMeter
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
+from leasegate.control_plane.residency import residency_of
 from leasegate.control_plane.spend_reconcile import SpendReconciler
 from leasegate.control_plane.throttle import FailedAuthThrottle
 from leasegate.control_plane.usage import SpendToday
@@ -87,6 +88,7 @@ class ControlRuntime:
                 affinity_ttl_s=self.settings.affinity_ttl_s,
                 fair_share_window_s=self.settings.fair_share_window_s,
                 tenant_shares=self.settings.tenant_shares,
+                tenant_residency=residency_of(self.settings.tenant_residency),
             ),
             spend=self.totals,
             quota=self.stores.quota,

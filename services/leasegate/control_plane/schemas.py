@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from leasegate.core.text import MODEL_NAME_MAX, text_problem
+from leasegate.providers import KINDS
 
 ID_MAX = 200
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
@@ -53,6 +54,22 @@ Affinity = Annotated[
 ]
 """A session or task id a mint asks to stay with: the account that last served it is chosen
 while it is eligible and has room (docs/api.md)."""
+
+
+def _known_kind(value: str) -> str:
+    if value not in KINDS:
+        raise ValueError(f"unknown provider kind (one of: {', '.join(KINDS)})")
+    return value
+
+
+ProviderName = Annotated[str, Field(max_length=40), AfterValidator(_known_kind)]
+Region = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,62}$")]
+"""A cloud region as the accounts file names it: `eu-central-1`, `europe-west1`, `global`."""
+RESIDENCY_MAX = 32
+ProviderNames = Annotated[
+    tuple[ProviderName, ...], Field(min_length=1, max_length=RESIDENCY_MAX, strict=False)
+]
+Regions = Annotated[tuple[Region, ...], Field(min_length=1, max_length=RESIDENCY_MAX, strict=False)]
 DispatchPart = Annotated[str, Field(max_length=ID_MAX, pattern=ID_PATTERN)]
 DecisionId = Annotated[str, Field(max_length=DECISION_ID_MAX, pattern=DECISION_ID_PATTERN)]
 
@@ -93,6 +110,11 @@ class MintBody(Strict):
     supersedes_mint_decision_id: DecisionId | None = None
     budget: BudgetBody | None = None
     affinity: Affinity | None = None
+    allowed_providers: ProviderNames | None = None
+    """Data residency: the provider kinds this dispatch may be served by (within the
+    tenant's configured ones); a hop keeps its chain's."""
+    allowed_regions: Regions | None = None
+    """Data residency: the regions (an account's `region` / `location`) it may be served in."""
 
 
 class RenewBody(Strict):

@@ -81,6 +81,8 @@ def decision_view(decision: MintDecision, evidence: Sequence[EvidenceRow]) -> De
         budget=budget_view(decision.budget_max_tokens, decision.budget_max_cost),
         affinity=decision.affinity,
         affinity_hit=decision.affinity_hit,
+        allowed_providers=decision.allowed_providers,
+        allowed_regions=decision.allowed_regions,
         evidence=tuple(evidence_view(row) for row in evidence),
     )
 

@@ -73,5 +73,7 @@ class MintDecisionRow(Base):
     chain_id: Mapped[str | None] = mapped_column(String(64), index=True)
     budget_max_tokens: Mapped[int | None] = mapped_column(BigInteger)
     budget_max_cost: Mapped[Decimal | None] = mapped_column(Money())
+    allowed_providers: Mapped[list[str] | None] = mapped_column(JSON)
+    allowed_regions: Mapped[list[str] | None] = mapped_column(JSON)
     affinity: Mapped[str | None] = mapped_column(Text)
     affinity_hit: Mapped[bool] = mapped_column(Boolean, server_default=false())
