@@ -17,12 +17,19 @@ budget, and the documented bound for that way (docs/spend.md, "Hostile spend").
     corrupt chain       spent, then a budget record edited and the gateway restarted on it:
                         --after more requests (bound: 0 served, all 503)
     dispatch + restart  a dispatch budget spent, Redis restarted, --after more (bound: 0)
+    plain stream        a dispatch budget spent by streams that never ask for their usage
+                        (no `stream_options`): the bound is the sequential one
+    abort after finish  each stream hung up on as soon as its `finish_reason` arrives, before
+                        the usage chunk (50 ms later): the same bound
+    renewal             a dispatch budget, its key renewed after two requests: the renewed key
+                        spends the chain's remainder, the same bound
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import secrets
 import sys
 import tempfile
@@ -129,10 +136,10 @@ class Tally:
 
 @asynccontextmanager
 async def _site(
-    run: Run, name: str, redis: OwnRedis | None = None
+    run: Run, name: str, redis: OwnRedis | None = None, *, chunk_delay_s: float = 0.0
 ) -> AsyncIterator[tuple[dict[str, str], MockUpstream]]:
     def slow(_: MockRequest) -> Reply:
-        return Reply(headers_delay_s=run.latency_s)
+        return Reply(headers_delay_s=run.latency_s, chunk_delay_s=chunk_delay_s)
 
     async with production_stores() as stores, MockUpstream(slow, chunks=4) as upstream:
         mine: StoresEnv = {**stores, "redis_url": redis.url} if redis is not None else stores
@@ -269,6 +276,64 @@ async def corrupt_chain(run: Run) -> Outcome:
     )
 
 
+async def plain_stream(run: Run) -> Outcome:
+    async with _site(run, "stream") as (env, _), in_process_gateway(env) as gw:
+        tenant = f"stream/{secrets.token_hex(3)}"
+        key = await gw.minted(tenant=tenant, dispatch_id="d-1", budget={"max_tokens": BUDGET})
+        tally = Tally()
+        for _ in range(20):
+            answer = await gw.chat(key, stream=True)  # no stream_options: never asked
+            if answer.status_code != 200:
+                code = str(answer.json()["error"]["code"])
+                tally.refused[code] = tally.refused.get(code, 0) + 1
+                break
+            tally.served += 1
+        spent = await _spent(gw, tenant)
+    return Outcome("plain stream, no stream_options", tally.served, tally.refused, spent, "< 16")
+
+
+async def abort_after_finish(run: Run) -> Outcome:
+    async with (
+        _site(run, "abort", chunk_delay_s=0.05) as (env, _),
+        in_process_gateway(env) as gw,
+    ):
+        tenant = f"abort/{secrets.token_hex(3)}"
+        key = await gw.minted(tenant=tenant, dispatch_id="d-1", budget={"max_tokens": BUDGET})
+        tally = Tally()
+        for _ in range(20):
+            async with gw.open_chat(key) as answer:
+                if answer.status_code != 200:
+                    body = json.loads(await answer.aread())
+                    code = str(body["error"]["code"])
+                    tally.refused[code] = tally.refused.get(code, 0) + 1
+                    break
+                async for line in answer.aiter_lines():
+                    if '"finish_reason":"stop"' in line.replace(" ", ""):
+                        break  # hang up: the usage chunk is still 50 ms away
+            tally.served += 1
+            await asyncio.sleep(0.3)  # the proxy reads on for the usage, then writes the row
+        spent = await _spent(gw, tenant)
+    return Outcome("abort after finish_reason", tally.served, tally.refused, spent, "< 16")
+
+
+async def renewal(run: Run) -> Outcome:
+    async with _site(run, "renewal") as (env, _), in_process_gateway(env) as gw:
+        tenant = f"renew/{secrets.token_hex(3)}"
+        key = await gw.minted(tenant=tenant, dispatch_id="d-1", budget={"max_tokens": BUDGET})
+        tally = Tally()
+        for _ in range(2):
+            await tally.chat(gw, key)
+        renewed = await gw.client.post(
+            f"{gw.control_url}/control/v2/keys/{key['key_id']}/renew",
+            json={},
+            headers=gw.control_headers,
+        )
+        renewed.raise_for_status()
+        await tally.until_refused(gw, renewed.json())
+        spent = await _spent(gw, tenant)
+    return Outcome("renewal mid-chain", tally.served, tally.refused, spent, "< 16")
+
+
 def _row(o: Outcome) -> str:
     refused = ", ".join(f"{n} {c}" for c, n in sorted(o.refused.items())) or "-"
     return f"| {o.way} | {o.served} | {refused} | {o.spent} | {o.overshoot} | {o.bound} |"
@@ -279,6 +344,7 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--burst", type=int, default=16)
     parser.add_argument("--after", type=int, default=10)
+    parser.add_argument("--only", default="", help="comma-separated way numbers (1-based)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lg-spend-") as root:
         run = Run(args.latency, args.burst, args.after, Path(root))
@@ -291,6 +357,9 @@ async def main(argv: list[str]) -> int:
             lambda: redis_restart(run, concurrent=True),
             lambda: dispatch_restart(run),
             lambda: corrupt_chain(run),
+            lambda: plain_stream(run),
+            lambda: abort_after_finish(run),
+            lambda: renewal(run),
         ]
         print(
             f"budget {BUDGET} tokens; {PER_REQUEST} tokens a request; upstream latency "
@@ -300,8 +369,10 @@ async def main(argv: list[str]) -> int:
             "| way | served | refused (after the crossing) | spent (evidence) | overshoot | bound |"
         )
         print("|---|---|---|---|---|---|")
-        for way in ways:
-            print(_row(await way()), flush=True)
+        chosen = {int(n) for n in args.only.split(",") if n.strip()}
+        for number, way in enumerate(ways, start=1):
+            if not chosen or number in chosen:
+                print(_row(await way()), flush=True)
     return 0
 
 
