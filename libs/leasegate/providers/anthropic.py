@@ -18,6 +18,7 @@ from leasegate.providers.base import (
     EXAMPLE_MODEL,
     Endpoint,
     Example,
+    KeyHeader,
     ProviderKind,
     StreamFacts,
     Usage,
@@ -28,6 +29,7 @@ from leasegate.providers.common import (
     CACHED_TOKENS,
     COMMON_ERRORS,
     INPUT_TOKENS,
+    SDK_HEADERS,
     FamilyErrors,
     ModelInBody,
     dump,
@@ -117,9 +119,14 @@ WIRE = MessagesWire()
 MESSAGES = Endpoint("/v1/messages", WIRE)
 COUNT_TOKENS = Endpoint("/v1/messages/count_tokens", WIRE, streams=False, completion=False)
 
+X_API_KEY = KeyHeader("x-api-key")
+"""How Anthropic's SDKs present a key."""
+
 
 class Anthropic(ModelInBody, ProviderKind):
     name = "anthropic"
+    caller_key_headers = (X_API_KEY,)
+    forwarded_headers = SDK_HEADERS | {"anthropic-version", "anthropic-beta"}
     endpoints = (MESSAGES, COUNT_TOKENS)
     errors = COMMON_ERRORS
     input_includes_cache = False

@@ -45,6 +45,8 @@ _OPERATIONS = {
 
 class AzureOpenAI(ProviderKind):
     name = "azure-openai"
+    forwarded_headers = openai.OpenAI.forwarded_headers
+    caller_key_headers = (openai.BEARER,)  # its callers use OpenAI's SDKs on OpenAI's paths
     endpoints = tuple(_OPERATIONS)
     errors = ErrorVocabulary(
         account=COMMON_ERRORS.account,

@@ -25,6 +25,10 @@ from leasegate.providers.base import (
     identifier,
 )
 
+SDK_HEADERS = frozenset({"content-type", "accept", "user-agent"})
+"""Caller headers any SDK sends that an upstream may read; a kind names them in its own
+`forwarded_headers` (or fewer of them) beside its provider's own."""
+
 COMMON_ERRORS = ErrorVocabulary(
     account=frozenset(
         {

@@ -25,6 +25,7 @@ from leasegate.providers.base import (
     Endpoint,
     ErrorVocabulary,
     Example,
+    KeyHeader,
     ProviderKind,
     StreamFacts,
     UpstreamRoute,
@@ -36,6 +37,7 @@ from leasegate.providers.base import (
 from leasegate.providers.common import (
     CACHED_TOKENS,
     INPUT_TOKENS,
+    SDK_HEADERS,
     data,
     dump,
     error_of,
@@ -149,9 +151,14 @@ STREAM_GENERATE = Endpoint(
 )
 COUNT_TOKENS = Endpoint("/v1beta/models/{model}:countTokens", WIRE, streams=False, completion=False)
 
+X_GOOG_API_KEY = KeyHeader("x-goog-api-key")
+"""How Google's SDKs present a key."""
+
 
 class Gemini(ProviderKind):
     name = "gemini"
+    caller_key_headers = (X_GOOG_API_KEY,)
+    forwarded_headers = SDK_HEADERS
     endpoints = (GENERATE, STREAM_GENERATE, COUNT_TOKENS)
     errors = ErrorVocabulary(
         account=frozenset(
