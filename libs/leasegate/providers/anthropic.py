@@ -73,6 +73,7 @@ def _first(a: int | None, b: int | None) -> int | None:
 
 class MessagesWire(FamilyErrors, Wire):
     name = "anthropic"
+    done_completes = False  # `message_stop` ends it
     gate = re.compile(rb'"(?:error|message_start|message_delta|message_stop)"')
     preamble_events = frozenset({b"message_start", b"content_block_start", b"ping"})
 

@@ -122,8 +122,9 @@ class Wire(ABC):
     can carry usage, an error or the end of the answer."""
     preamble_events: ClassVar[frozenset[bytes]] = frozenset()
     """Event names a stream opens with before the model has produced anything."""
-    done_completes: ClassVar[bool] = False
-    """Whether `data: [DONE]` ends the answer normally."""
+    done_completes: ClassVar[bool]
+    """Whether `data: [DONE]` ends the answer normally (the stream's end marker: stated by
+    every wire; a wire whose streams end otherwise reads its own end in `read_event`)."""
 
     def ask_usage(self, body: dict[str, Any]) -> bool:
         """Make a streaming request's answer report its usage, when the caller did not ask

@@ -81,6 +81,7 @@ def _finished(obj: dict[str, object]) -> bool:
 
 class GeminiWire(Wire):
     name = "gemini"
+    done_completes = False  # a candidate's `finishReason` ends it
     gate = re.compile(rb'"(?:error|finishReason|usageMetadata)"(?!\s*:\s*null)')
 
     def usage(self, body: Mapping[str, object]) -> Usage:

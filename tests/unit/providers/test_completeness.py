@@ -101,6 +101,14 @@ def test_every_kind_states_its_headers(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_every_wire_of_every_kind_states_its_end_marker(name: str) -> None:
+    for endpoint in KINDS[name].endpoints:
+        wire = type(endpoint.wire)
+        owners = [c for c in wire.__mro__ if "done_completes" in vars(c) and c is not Wire]
+        assert owners, f"wire {wire.__name__} does not state done_completes"
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_every_kind_implements_every_part(name: str) -> None:
     kind = KINDS[name]
     assert kind.name == name
