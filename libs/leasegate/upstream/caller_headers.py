@@ -42,9 +42,7 @@ def forwarded_headers(
     return forwarded
 
 
-def check_header_cap(
-    caller_headers: HeaderPairs, allowed: frozenset[str], max_bytes: int
-) -> None:
+def check_header_cap(caller_headers: HeaderPairs, allowed: frozenset[str], max_bytes: int) -> None:
     """Refuse 431 when `forwarded_headers` would add up to more than `max_bytes`."""
     forwarded = forwarded_headers(caller_headers, allowed)
     total = sum(len(name) + len(value) + 4 for name, value in forwarded)
