@@ -26,11 +26,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from leasegate.core.clock import new_id
 from leasegate.keys import parse_key
 from leasegate.providers import presented_key
+from leasegate.wire.headers import ACCOUNT_HEADER, REQUEST_ID_HEADER
 
 log = logging.getLogger("leasegate.access")
 
-_REQUEST_ID = b"x-leasegate-request-id"
-_ACCOUNT = b"x-leasegate-account"
+_REQUEST_ID = REQUEST_ID_HEADER.encode()
+_ACCOUNT = ACCOUNT_HEADER.encode()
 
 
 class AccessLog:

@@ -51,10 +51,12 @@ from leasegate.upstream.failures import (
     stream_observation,
 )
 from leasegate.upstream.sse import StreamScanner
+from leasegate.wire.headers import ACCOUNT_HEADER, REQUEST_ID_HEADER
+from leasegate.wire.headers import CONTEXT_FALLBACK_HEADER as _CONTEXT_FALLBACK
 
 log = logging.getLogger("leasegate.proxy")
 
-CONTEXT_FALLBACK_HEADER = b"x-leasegate-context-fallback"
+CONTEXT_FALLBACK_HEADER = _CONTEXT_FALLBACK.encode()
 
 SHUTDOWN_MESSAGE = "the gateway is shutting down and ended this stream after its drain time"
 END_EVENT_TIMEOUT_S = 1.0
@@ -71,9 +73,9 @@ _PASSED_NO_WAIT = tuple(n for n in _PASSED_HEADERS if not n.startswith("retry-af
 
 
 def leasegate_headers(request_id: str, key: KeyRecord | None) -> dict[str, str]:
-    headers = {"x-leasegate-request-id": request_id}
+    headers = {REQUEST_ID_HEADER: request_id}
     if key is not None:
-        headers["x-leasegate-account"] = key.account_id
+        headers[ACCOUNT_HEADER] = key.account_id
         headers["x-leasegate-served-model"] = key.served_model
     return headers
 
