@@ -26,6 +26,7 @@ from leasegate.providers.base import (
     count,
 )
 from leasegate.providers.common import (
+    ANSWER_HEADERS,
     CACHED_TOKENS,
     COMMON_ERRORS,
     INPUT_TOKENS,
@@ -128,6 +129,7 @@ class Anthropic(ModelInBody, ProviderKind):
     name = "anthropic"
     caller_key_headers = (X_API_KEY,)
     forwarded_headers = SDK_HEADERS | {"anthropic-version", "anthropic-beta"}
+    relayed_headers = (*ANSWER_HEADERS, "request-id")
     endpoints = (MESSAGES, COUNT_TOKENS)
     errors = COMMON_ERRORS
     input_includes_cache = False

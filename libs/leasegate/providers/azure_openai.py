@@ -46,6 +46,7 @@ _OPERATIONS = {
 class AzureOpenAI(ProviderKind):
     name = "azure-openai"
     forwarded_headers = openai.OpenAI.forwarded_headers
+    relayed_headers = openai.OpenAI.relayed_headers
     caller_key_headers = (openai.BEARER,)  # its callers use OpenAI's SDKs on OpenAI's paths
     endpoints = tuple(_OPERATIONS)
     errors = ErrorVocabulary(

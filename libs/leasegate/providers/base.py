@@ -264,6 +264,10 @@ class ProviderKind(ABC):
     """The scheme that signs its requests from the cloud's own credential chain (`aws-sigv4`,
     `google-adc`; leasegate.upstream.cloud_auth): then `credential_env` is optional, and a
     static key when named."""
+    relayed_headers: ClassVar[tuple[str, ...]]
+    """The upstream answer's headers its callers receive (lower-case names), stated by every
+    kind: `content-type`, the rate-limit waits, and its provider's own request id. The
+    proxy's own `x-leasegate-*` headers are added to these (leasegate.proxy.relay)."""
     forwarded_headers: ClassVar[frozenset[str]]
     """The caller headers passed to its upstream (lower-case names), stated by every kind;
     every other caller header is dropped (leasegate.upstream.caller_headers)."""

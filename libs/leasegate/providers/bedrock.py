@@ -39,7 +39,7 @@ from leasegate.providers.base import (
     ProviderKind,
     UpstreamRoute,
 )
-from leasegate.providers.common import COMMON_ERRORS
+from leasegate.providers.common import ANSWER_HEADERS, COMMON_ERRORS
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
@@ -125,6 +125,7 @@ class Bedrock(ProviderKind):
     option_fields = frozenset({"region", "aws_profile", "role_arn"})
     cloud_auth = "aws-sigv4"
     forwarded_headers = FORWARDED_HEADERS
+    relayed_headers = ANSWER_HEADERS
     stream_content_type = EVENT_STREAM
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:

@@ -35,6 +35,7 @@ from leasegate.providers.base import (
     identifier,
 )
 from leasegate.providers.common import (
+    ANSWER_HEADERS,
     CACHED_TOKENS,
     INPUT_TOKENS,
     SDK_HEADERS,
@@ -160,6 +161,7 @@ class Gemini(ProviderKind):
     name = "gemini"
     caller_key_headers = (X_GOOG_API_KEY,)
     forwarded_headers = SDK_HEADERS
+    relayed_headers = ANSWER_HEADERS
     endpoints = (GENERATE, STREAM_GENERATE, COUNT_TOKENS)
     errors = ErrorVocabulary(
         account=frozenset(

@@ -32,6 +32,7 @@ from leasegate.providers.base import (
     Wire,
 )
 from leasegate.providers.common import (
+    ANSWER_HEADERS,
     CACHED_TOKENS,
     COMMON_ERRORS,
     CREATED,
@@ -191,6 +192,7 @@ class OpenAI(ModelInBody, ProviderKind):
     errors = COMMON_ERRORS
     caller_key_headers = (BEARER,)
     forwarded_headers = SDK_HEADERS | {"openai-beta"}
+    relayed_headers = (*ANSWER_HEADERS, "x-request-id", "openai-processing-ms")
     input_includes_cache = True
 
     def quota_buckets(

@@ -39,7 +39,7 @@ from leasegate.providers.base import (
     ProviderKind,
     UpstreamRoute,
 )
-from leasegate.providers.common import COMMON_ERRORS, SDK_HEADERS
+from leasegate.providers.common import ANSWER_HEADERS, COMMON_ERRORS, SDK_HEADERS
 
 VERTEX_VERSION = "vertex-2023-10-16"
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
@@ -93,6 +93,7 @@ class VertexAccount(ProviderKind):
     option_fields = frozenset({"project", "location"})
     cloud_auth = "google-adc"
     forwarded_headers = FORWARDED_HEADERS
+    relayed_headers = ANSWER_HEADERS
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {secret}"),)  # a fixed access token, for tests

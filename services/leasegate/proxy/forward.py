@@ -166,6 +166,7 @@ async def _admit_key(
     if account is None or not account.configured:
         raise GatewayError("account-disabled", "the key's account is not available")
     attempt.errors = account.kind.errors
+    attempt.relayed_headers = account.kind.relayed_headers
     if not account.kind.serves(endpoint):
         raise GatewayError(
             "endpoint-not-served", f"{endpoint.path} is not served by the key's account"

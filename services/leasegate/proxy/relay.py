@@ -61,16 +61,6 @@ CONTEXT_FALLBACK_HEADER = _CONTEXT_FALLBACK.encode()
 SHUTDOWN_MESSAGE = "the gateway is shutting down and ended this stream after its drain time"
 END_EVENT_TIMEOUT_S = 1.0
 
-_PASSED_HEADERS = (
-    "content-type",
-    "retry-after",
-    "retry-after-ms",
-    "x-request-id",
-    "request-id",
-    "openai-processing-ms",
-)
-_PASSED_NO_WAIT = tuple(n for n in _PASSED_HEADERS if not n.startswith("retry-after"))
-
 
 def leasegate_headers(request_id: str, key: KeyRecord | None) -> dict[str, str]:
     headers = {REQUEST_ID_HEADER: request_id}
@@ -95,12 +85,13 @@ def refusal_response(
 def _response_headers(
     runtime: ProxyRuntime, attempt: Attempt, upstream: UpstreamResponse
 ) -> list[tuple[bytes, bytes]]:
-    passed: tuple[str, ...] = _PASSED_HEADERS
+    passed = attempt.relayed_headers  # its kind's
     hold = attempt.quota_hold_until
     if hold is not None and (
         "retry-after" in upstream.headers or "retry-after-ms" in upstream.headers
     ):
-        passed = _PASSED_NO_WAIT  # the wait it asked for becomes the pair's hold, never less
+        # the wait it asked for becomes the pair's hold, never less
+        passed = tuple(n for n in passed if not n.startswith("retry-after"))
     else:
         hold = None
     headers = [

@@ -80,7 +80,7 @@ def test_every_kind_has_a_table_for_every_part_of_every_wire(name: str) -> None:
         assert kind.serves(endpoint), (name, endpoint.path)
 
 
-STATED = ("caller_key_headers", "forwarded_headers")
+STATED = ("caller_key_headers", "forwarded_headers", "relayed_headers")
 """Seam parts with no default: a kind (or the kind it extends) states each in its module."""
 
 
@@ -93,6 +93,8 @@ def test_every_kind_states_its_headers(name: str) -> None:
     assert kind.caller_key_headers
     assert all(h.name == h.name.lower() for h in kind.caller_key_headers)
     assert kind.forwarded_headers
+    assert "content-type" in kind.relayed_headers
+    assert all(h == h.lower() for h in kind.relayed_headers)
     assert all(h == h.lower() for h in kind.forwarded_headers)
     # never the caller's key, in any header a caller may present it in
     caller_keys = {h.name for other in KINDS.values() for h in other.caller_key_headers}
