@@ -101,6 +101,8 @@ def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
                 continue
             value = value[len(scheme) :]
         if text := value.decode("latin-1").strip():
+            if not rank:
+                return text  # the first-ranked header: nothing can outrank it
             best, token = rank, text
     return token
 
