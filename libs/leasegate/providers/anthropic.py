@@ -18,6 +18,7 @@ from leasegate.providers.base import (
     EXAMPLE_MODEL,
     Endpoint,
     Example,
+    KeyHeader,
     ProviderKind,
     StreamFacts,
     Usage,
@@ -25,9 +26,11 @@ from leasegate.providers.base import (
     count,
 )
 from leasegate.providers.common import (
+    ANSWER_HEADERS,
     CACHED_TOKENS,
     COMMON_ERRORS,
     INPUT_TOKENS,
+    SDK_HEADERS,
     FamilyErrors,
     ModelInBody,
     dump,
@@ -71,6 +74,7 @@ def _first(a: int | None, b: int | None) -> int | None:
 
 class MessagesWire(FamilyErrors, Wire):
     name = "anthropic"
+    done_completes = False  # `message_stop` ends it
     gate = re.compile(rb'"(?:error|message_start|message_delta|message_stop)"')
     preamble_events = frozenset({b"message_start", b"content_block_start", b"ping"})
 
@@ -117,9 +121,15 @@ WIRE = MessagesWire()
 MESSAGES = Endpoint("/v1/messages", WIRE)
 COUNT_TOKENS = Endpoint("/v1/messages/count_tokens", WIRE, streams=False, completion=False)
 
+X_API_KEY = KeyHeader("x-api-key")
+"""How Anthropic's SDKs present a key."""
+
 
 class Anthropic(ModelInBody, ProviderKind):
     name = "anthropic"
+    caller_key_headers = (X_API_KEY,)
+    forwarded_headers = SDK_HEADERS | {"anthropic-version", "anthropic-beta"}
+    relayed_headers = (*ANSWER_HEADERS, "request-id")
     endpoints = (MESSAGES, COUNT_TOKENS)
     errors = COMMON_ERRORS
     input_includes_cache = False
