@@ -258,7 +258,7 @@ def _check_quota(
     if cost is None:
         return
     now = runtime.clock.now().timestamp()
-    when = runtime.quota.admit(key.account_id, key.served_model, cost, now)
+    when = runtime.quota.admit(key.account_id, key.served_model, cost, now, attempt.request_id)
     if when is not None:
         raise GatewayError(
             "account-quota-exhausted",

@@ -227,6 +227,8 @@ class PairSpend:
     """Requests that reached the upstream (rows with an upstream status)."""
     input_tokens: int
     output_tokens: int
+    refused: int = 0
+    """Requests the proxy refused `account-quota-exhausted`: demand the quota held back."""
 
 
 class LeaseSpendReader(Protocol):
