@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
 
 from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.providers.base import (
@@ -144,6 +145,23 @@ class Anthropic(ModelInBody, ProviderKind):
 
     def default_headers(self) -> tuple[tuple[str, str], ...]:
         return (("anthropic-version", ANTHROPIC_VERSION),)
+
+
+def betas_into_body(
+    fields: MutableMapping[str, Any], caller_headers: Sequence[tuple[str, str]]
+) -> None:
+    """For Claude on a cloud (Bedrock, Vertex AI), which takes Anthropic's beta flags in the
+    body: the caller's `anthropic-beta` header values as `anthropic_beta`, unless the body
+    already names some."""
+    betas = [
+        beta.strip()
+        for name, value in caller_headers
+        if name.lower() == "anthropic-beta"
+        for beta in value.split(",")
+        if beta.strip()
+    ]
+    if betas and "anthropic_beta" not in fields:
+        fields["anthropic_beta"] = betas
 
 
 def _message(n: int, streaming: bool) -> dict[str, object]:

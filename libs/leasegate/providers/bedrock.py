@@ -31,7 +31,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
-from leasegate.providers.anthropic import MESSAGES, X_API_KEY
+from leasegate.providers.anthropic import MESSAGES, X_API_KEY, betas_into_body
 from leasegate.providers.base import (
     Endpoint,
     ErrorVocabulary,
@@ -192,15 +192,7 @@ class Bedrock(ProviderKind):
         fields.pop("model", None)
         fields.pop("stream", None)  # the path says whether it streams
         fields["anthropic_version"] = BEDROCK_VERSION
-        betas = [
-            beta.strip()
-            for name, value in caller_headers
-            if name.lower() == "anthropic-beta"
-            for beta in value.split(",")
-            if beta.strip()
-        ]
-        if betas and "anthropic_beta" not in fields:
-            fields["anthropic_beta"] = betas
+        betas_into_body(fields, caller_headers)
 
     def error_body(self, status: int, headers: Mapping[str, str], body: bytes) -> bytes | None:
         aws_type = aws_error_type(headers.get("x-amzn-errortype"))

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from leasegate.providers.anthropic import MESSAGES, X_API_KEY
+from leasegate.providers.anthropic import MESSAGES, X_API_KEY, betas_into_body
 from leasegate.providers.base import (
     Endpoint,
     ErrorVocabulary,
@@ -149,15 +149,7 @@ class Vertex(VertexAccount):
     ) -> None:
         fields.pop("model", None)
         fields["anthropic_version"] = VERTEX_VERSION
-        betas = [
-            beta.strip()
-            for name, value in caller_headers
-            if name.lower() == "anthropic-beta"
-            for beta in value.split(",")
-            if beta.strip()
-        ]
-        if betas and "anthropic_beta" not in fields:
-            fields["anthropic_beta"] = betas
+        betas_into_body(fields, caller_headers)
 
     def error_body(self, status: int, headers: Mapping[str, str], body: bytes) -> bytes | None:
         try:
