@@ -25,18 +25,21 @@ from tests.fixtures.services import StoresEnv
 SERVED = "gpt-4o-2024-08-06"
 
 
+# Answers may take 5 s to start: no test here is about a deadline, and the scripted suite's
+# 0.5 s turned a slow first answer on a loaded machine into a 504
+PATIENT = {**ENV, "LEASEGATE_UPSTREAM_HEADERS_TIMEOUT_S": "5"}
+
+
 @pytest.fixture
 async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
-    async with _gateway(tmp_path, stores_env, ENV) as gateway:
+    async with _gateway(tmp_path, stores_env, PATIENT) as gateway:
         yield gateway
 
 
 @pytest.fixture
-async def patient_gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
-    """As `gw`, with answers allowed 5 s to start (requests in flight for a while)."""
-    extra = {**ENV, "LEASEGATE_UPSTREAM_HEADERS_TIMEOUT_S": "5"}
-    async with _gateway(tmp_path, stores_env, extra) as gateway:
-        yield gateway
+async def patient_gw(gw: Gateway) -> Gateway:
+    """Requests in flight for a while (answers allowed 5 s to start): the same gateway."""
+    return gw
 
 
 @asynccontextmanager
