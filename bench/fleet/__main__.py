@@ -127,7 +127,8 @@ def main() -> int:
         print(f"gateway settings: {' '.join(args.env)}")
     print(
         f"limits per {WINDOW_S:g} s instead of per minute (time scaled 6x); base cooldown "
-        f"{fleet_stack.BASE_COOLDOWN_S:g} s; no lease_capacity or request_capacity; "
+        f"{fleet_stack.BASE_COOLDOWN_S:g} s; lease-rate interval "
+        f"{fleet_stack.LEASE_RATE_INTERVAL_S:g} s; no lease_capacity or request_capacity; "
         f"Dispatch deadline {DEADLINE_S:g} s"
     )
     print(
@@ -168,6 +169,7 @@ def main() -> int:
         "python": platform.python_version(),
         "window_s": WINDOW_S,
         "base_cooldown_s": fleet_stack.BASE_COOLDOWN_S,
+        "lease_rate_interval_s": fleet_stack.LEASE_RATE_INTERVAL_S,
         "deadline_s": DEADLINE_S,
         "gateway_env": env,
         "declared_limits_in_accounts_file": declared,

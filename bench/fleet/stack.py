@@ -34,6 +34,9 @@ from leasegate.accounts import AccountsFileError, parse_accounts
 
 BASE_COOLDOWN_S = 5.0
 """LEASEGATE_BASE_COOLDOWN_S: the 30 s default scaled to the mock's 10 s windows."""
+LEASE_RATE_INTERVAL_S = 2.0
+"""LEASEGATE_LEASE_RATE_INTERVAL_S: the 10 s default (a sixth of a minute's window) scaled to
+the mock's 10 s windows, so the lease ceilings learn at the same pace relative to the quota."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ def start(resources: ExitStack, logs: Path, extra_env: Mapping[str, str]) -> Fle
         "LEASEGATE_REDIS_URL": REDIS_URL,
         "LEASEGATE_REDIS_PREFIX": prefix,
         "LEASEGATE_BASE_COOLDOWN_S": str(BASE_COOLDOWN_S),
+        "LEASEGATE_LEASE_RATE_INTERVAL_S": str(LEASE_RATE_INTERVAL_S),
         "LEASEGATE_ACCESS_LOG": "false",
         **{spec.credential_env: spec.secret for spec in ACCOUNTS},
         **extra_env,

@@ -14,8 +14,9 @@ from leasegate.kv.sessions_memory import InProcessConsoleSessions
 from leasegate.kv.sessions_redis import RedisConsoleSessions
 from tests.fixtures.redis_cluster import connect, delete_prefix_keys
 
-T0 = float(int(time.time()))
-"""Now: Redis expires the set by its own clock (a session of the past would be gone at once)."""
+# Times are taken when each test starts: Redis expires the set by its own clock, so a session
+# of the past (a time read when the module was collected, minutes earlier under xdist) would
+# already be gone.
 
 REDIS_KINDS = [
     pytest.param("redis_url", id="redis", marks=pytest.mark.redis),
@@ -40,29 +41,32 @@ async def sessions(request: pytest.FixtureRequest) -> AsyncIterator[ConsoleSessi
 async def test_a_session_is_open_from_sign_in_until_it_is_closed(
     sessions: ConsoleSessions,
 ) -> None:
-    assert not await sessions.is_open("cred-a", "s1", T0)
-    await sessions.open("cred-a", "s1", T0 + 60, T0)
-    assert await sessions.is_open("cred-a", "s1", T0 + 59.5)
-    assert not await sessions.is_open("cred-b", "s1", T0)  # the credential is part of the name
+    t0 = float(int(time.time()))
+    assert not await sessions.is_open("cred-a", "s1", t0)
+    await sessions.open("cred-a", "s1", t0 + 60, t0)
+    assert await sessions.is_open("cred-a", "s1", t0 + 59.5)
+    assert not await sessions.is_open("cred-b", "s1", t0)  # the credential is part of the name
     await sessions.close("cred-a", "s1")
     await sessions.close("cred-a", "s1")  # idempotent
-    assert not await sessions.is_open("cred-a", "s1", T0)
+    assert not await sessions.is_open("cred-a", "s1", t0)
 
 
 async def test_a_session_is_closed_by_its_expiry(sessions: ConsoleSessions) -> None:
-    await sessions.open("cred-a", "s1", T0 + 60, T0)
-    assert not await sessions.is_open("cred-a", "s1", T0 + 60)
+    t0 = float(int(time.time()))
+    await sessions.open("cred-a", "s1", t0 + 60, t0)
+    assert not await sessions.is_open("cred-a", "s1", t0 + 60)
 
 
 async def test_retire_closes_the_sessions_of_credentials_not_kept(
     sessions: ConsoleSessions,
 ) -> None:
-    await sessions.open("cred-a", "s1", T0 + 60, T0)
-    await sessions.open("cred-a", "s2", T0 + 60, T0)
-    await sessions.open("cred-b", "s3", T0 + 60, T0)
-    await sessions.open("cred-c", "s4", T0 + 5, T0)  # expired by the time of the retire
-    assert await sessions.retire({"cred-b"}, T0 + 10) == 2
-    assert not await sessions.is_open("cred-a", "s1", T0 + 10)
-    assert not await sessions.is_open("cred-a", "s2", T0 + 10)
-    assert await sessions.is_open("cred-b", "s3", T0 + 10)
-    assert await sessions.retire({"cred-b"}, T0 + 10) == 0
+    t0 = float(int(time.time()))
+    await sessions.open("cred-a", "s1", t0 + 60, t0)
+    await sessions.open("cred-a", "s2", t0 + 60, t0)
+    await sessions.open("cred-b", "s3", t0 + 60, t0)
+    await sessions.open("cred-c", "s4", t0 + 5, t0)  # expired by the time of the retire
+    assert await sessions.retire({"cred-b"}, t0 + 10) == 2
+    assert not await sessions.is_open("cred-a", "s1", t0 + 10)
+    assert not await sessions.is_open("cred-a", "s2", t0 + 10)
+    assert await sessions.is_open("cred-b", "s3", t0 + 10)
+    assert await sessions.retire({"cred-b"}, t0 + 10) == 0

@@ -70,8 +70,8 @@ def _database_calls(store: Store) -> dict[str, Call]:
         "renew_key": lambda: store.renew_key(
             key.key_id, decision, key, lease_capacity=None, now=NOW
         ),
-        "revoke_key": lambda: store.revoke_key(key.key_id, "test", NOW),
-        "revoke_account_keys": lambda: store.revoke_account_keys("openai-main", "test", NOW),
+        "revoke_key": lambda: store.revoke_key(key.key_id, "revoked", NOW),
+        "revoke_account_keys": lambda: store.revoke_account_keys("openai-main", "revoked", NOW),
         "live_lease_counts": lambda: store.live_lease_counts(["openai-main"], NOW),
         "get_decision": lambda: store.get_decision(decision.id),
         "decisions_for_dispatch": lambda: store.decisions_for_dispatch("t", "d"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,27 @@ from tests.fixtures.services import StoresEnv
 SERVED = "gpt-4o-2024-08-06"
 
 
+# Answers may take 5 s to start: no test here is about a deadline, and the scripted suite's
+# 0.5 s turned a slow first answer on a loaded machine into a 504
+PATIENT = {**ENV, "LEASEGATE_UPSTREAM_HEADERS_TIMEOUT_S": "5"}
+
+
 @pytest.fixture
 async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
+    async with _gateway(tmp_path, stores_env, PATIENT) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+async def patient_gw(gw: Gateway) -> Gateway:
+    """Requests in flight for a while (answers allowed 5 s to start): the same gateway."""
+    return gw
+
+
+@asynccontextmanager
+async def _gateway(
+    tmp_path: Path, stores_env: StoresEnv, extra: dict[str, str]
+) -> AsyncIterator[Gateway]:
     async with MockUpstream() as upstream:
         local = account_entry(
             "local-main", upstream, {"local": "local-8b"}, provider="openai-compatible"
@@ -36,7 +56,7 @@ async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
             local,
             account_entry("claude-main", upstream, {"claude": "claude-x"}, provider="anthropic"),
         ]
-        env = gateway_env(tmp_path, accounts, **stores_env, extra=ENV)
+        env = gateway_env(tmp_path, accounts, **stores_env, extra=extra)
         async with in_process_gateway(env, [upstream]) as gateway:
             yield gateway
 
@@ -253,3 +273,45 @@ async def test_anthropic_headers_hold_messages_and_token_counting_is_not_its_quo
     calls = upstream.count
     assert await call("/v1/messages") == 429
     assert upstream.count == calls
+
+
+async def test_an_early_answer_does_not_free_the_room_of_requests_still_in_flight(
+    patient_gw: Gateway,
+) -> None:
+    """A provider bucket counts each request as it arrives; the answer to the first of three
+    concurrent requests comes back first and says what remained before the other two. The
+    proxy must not take that as room: the other two already hold it."""
+    upstream = patient_gw.upstreams[0]
+    state = {"remaining": 5, "arrived": 0}
+    limited = Reply.json_error(
+        429,
+        {"error": {"type": "requests", "code": "rate_limit_exceeded", "message": "slow down"}},
+        {"retry-after": "30"},
+    )
+
+    def bucket(_: MockRequest) -> Reply:
+        state["arrived"] += 1
+        if state["remaining"] == 0:
+            return limited
+        state["remaining"] -= 1
+        # the concurrent three, then the three after them (each answer takes a while)
+        delay = {1: 0.0, 2: 0.5, 3: 1.5, 4: 1.5}.get(state["arrived"], 0.3)
+        return Reply(
+            headers=limits((6, state["remaining"], "60s"), (90_000, 80_000, "1s")),
+            headers_delay_s=delay,
+        )
+
+    upstream.script = bucket
+    minted = await patient_gw.minted(model="gpt-4o", dispatch_id="d-q-flight")
+    assert (await patient_gw.chat(minted)).status_code == 200  # the view learns: 4 left
+    first = asyncio.create_task(patient_gw.chat(minted))
+    await asyncio.sleep(0.1)
+    slow = [asyncio.create_task(patient_gw.chat(minted)) for _ in range(2)]
+    assert (await first).status_code == 200  # it says 3 left; the two in flight hold 2
+    await asyncio.sleep(0.2)  # the proxy has ended the first's attempt (its row, its quota)
+    after = await asyncio.gather(*(patient_gw.chat(minted) for _ in range(3)))  # at once
+    assert [s.status_code for s in await asyncio.gather(*slow)] == [200, 200]
+    after = sorted(after, key=lambda a: a.status_code)
+    assert [a.status_code for a in after] == [200, 429, 429]
+    assert [a.json()["error"]["code"] for a in after[1:]] == ["account-quota-exhausted"] * 2
+    assert upstream.count == 5, "the provider is never sent what it will refuse"

@@ -65,3 +65,30 @@ async def test_the_meter_learns_what_one_lease_spends(store: Store) -> None:
     clock.advance(10)  # an idle interval: the average halves toward zero
     await meter.run_once()
     assert meter.current() == {("a", SERVED): LeaseRate(0.25, 125.0, 125.0)}
+
+
+async def test_quota_refusals_count_as_demand_held_back(store: Store) -> None:
+    clock = StepClock(T0)
+    await commit_leases(store, "a", 2)
+    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, alpha=1.0)
+    await meter.run_once()
+    await spend(store, "a", [float(n) for n in range(5)], tokens=1_000)
+    decision, _ = minted(account_id="a")
+    refused = [
+        replace(
+            terminal_row(decision, f"req-refused-{n}"),
+            started_at=T0 + timedelta(seconds=n + 0.5),
+            upstream_status=None,
+            outcome="refused",
+            refusal_reason="account-quota-exhausted",
+        )
+        for n in range(5)
+    ]
+    await store.write_evidence(refused)
+    assert await store.spend_by_pair(T0, T0 + timedelta(seconds=10)) == [
+        PairSpend("a", SERVED, 5, 2_500, 2_500, refused=5)
+    ]
+    clock.advance(10)
+    await meter.run_once()
+    # 5 sent and 5 held back over 20 lease-seconds: 0.5 wanted per lease-second, not 0.25
+    assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}

@@ -99,7 +99,7 @@ async def test_revocations_racing_on_one_key_end_it_exactly_once(store: Store) -
     assert after is not None
     assert after.state(T0) == "revoked"
     assert after.revoke_reason in {"revoked", "account-disabled"}
-    assert await store.revoke_key(key.key_id, "again", T0) == (after, False)
+    assert await store.revoke_key(key.key_id, "revoked", T0) == (after, False)
     assert await store.revoke_key("k-unknown", "revoked", T0) == (None, False)
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from leasegate.accounts import parse_accounts
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.kv.quota_memory import InProcessQuotaStore
@@ -108,3 +111,85 @@ async def test_declared_limits_count_locally_and_an_unsent_request_is_given_back
     assert refused_at == now + 60.0  # rpm 1
     one.unsent("a", "local", COST, now)
     assert one.admit("a", "local", COST, now) is None
+
+
+def _requests(limit: int, remaining: int, now: float) -> dict[QuotaDimension, Bucket]:
+    return {"requests": Bucket(limit, remaining, now + 600)}
+
+
+async def test_an_answer_never_gives_back_room_that_requests_still_in_flight_hold() -> None:
+    clock, _, one, _ = _views()
+    now = clock.now().timestamp()
+    one.answered("a", "m", _requests(10, 3, now), None, Usage(), now)
+    free = Estimate(0, 0)
+    for ref in ("r1", "r2", "r3"):
+        assert one.admit("a", "m", free, now, ref) is None
+    assert one.admit("a", "m", free, now, "r4") is not None
+    assert one.in_flight("a", "m") == 3
+    # r1's answer: the provider counted r1 only (r2 and r3 reached it later)
+    one.answered("a", "m", _requests(10, 2, now), free, Usage(), now + 0.1, "r1")
+    assert one.admit("a", "m", free, now + 0.1, "r5") is not None  # r2 and r3 hold the 2
+    one.answered("a", "m", _requests(10, 0, now), free, Usage(), now + 0.2, "r3")
+    one.answered("a", "m", _requests(10, 1, now), free, Usage(), now + 0.3, "r2")  # older
+    assert one.admit("a", "m", free, now + 0.3, "r6") is not None  # r3's 0 is the newest
+    assert one.in_flight("a", "m") == 0
+
+
+async def test_a_refused_or_rate_limited_request_leaves_flight_and_an_unsent_one_gives_back() -> (
+    None
+):
+    clock, _, one, _ = _views()
+    now = clock.now().timestamp()
+    one.answered("a", "m", _requests(10, 2, now), None, Usage(), now)
+    assert one.admit("a", "m", COST, now, "r1") is None
+    assert one.admit("a", "m", COST, now, "r2") is None
+    one.unsent("a", "m", COST, now, "r1")
+    one.rate_limited("a", "m", {}, 0.0, now, "r2")
+    assert one.in_flight("a", "m") == 0
+    # with nothing in flight, the next statement is taken as it is
+    one.answered("a", "m", _requests(10, 1, now), None, Usage(), now + 1)
+    assert one.admit("a", "m", COST, now + 1, "r3") is None
+
+
+async def test_a_statement_from_the_store_counts_this_proxys_later_requests() -> None:
+    clock, _, one, other = _views()
+    now = clock.now().timestamp()
+    other.answered("a", "m", _requests(10, 2, now), None, Usage(), now)
+    await other.flush()
+    one.answered("a", "m", _requests(10, 2, now - 1), None, Usage(), now - 1)
+    assert one.admit("a", "m", Estimate(0, 0), now + 0.5, "r1") is None  # after the statement
+    await one.refresh()
+    assert one.admit("a", "m", Estimate(0, 0), now + 0.5, "r2") is None
+    assert one.admit("a", "m", Estimate(0, 0), now + 0.5, "r3") is not None  # 2 - r1 - r2
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.integers(0, 50)), max_size=60))
+def test_the_view_never_admits_more_than_the_bucket_holds_whatever_order_answers_arrive(
+    steps: list[tuple[bool, int]],
+) -> None:
+    """An upstream bucket of 8 requests with no refill counts each request as it arrives (in
+    the order sent) and states what remained then; the answers come back in any order. The
+    view admits exactly what the bucket still holds: never one more (an upstream 429), never
+    one fewer once every answer is in."""
+    view = QuotaView(InProcessQuotaStore(), REGISTRY, StepClock())
+    now = 1_000.0
+    view.answered("a", "m", _requests(8, 8, now), None, Usage(), now)
+    free, upstream, stated = Estimate(0, 0), 8, {}
+    flying: list[str] = []
+    for n, (send, pick) in enumerate(steps):
+        if send or not flying:
+            ref = f"r{n}"
+            if view.admit("a", "m", free, now, ref) is None:
+                assert upstream > 0, "admitted what the provider would refuse"
+                upstream -= 1
+                stated[ref] = upstream
+                flying.append(ref)
+            else:
+                assert upstream == 0, "refused what the provider would take"
+        else:
+            ref = flying.pop(pick % len(flying))
+            view.answered("a", "m", _requests(8, stated[ref], now), free, Usage(), now, ref)
+    for ref in flying:
+        view.answered("a", "m", _requests(8, stated[ref], now), free, Usage(), now, ref)
+    assert (view.admit("a", "m", free, now) is None) == (upstream > 0)

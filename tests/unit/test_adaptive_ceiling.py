@@ -185,3 +185,32 @@ def test_a_steady_spend_is_learned(rate: LeaseRate, alpha: float) -> None:
 def test_a_sample_is_the_spend_over_the_lease_seconds() -> None:
     assert sampled(20, 4_000, 1_000, 10.0) == LeaseRate(2.0, 400.0, 100.0)
     assert sampled(5, 5, 5, 0.0) is None  # no lease was live
+
+
+@settings(max_examples=200)
+@given(
+    leases=st.integers(1, 40),
+    wanted_per_lease=st.floats(0.2, 2.0),
+    refill=st.floats(1.0, 10.0),
+)
+def test_a_throttled_account_measures_demand_so_its_ceiling_binds(
+    leases: int, wanted_per_lease: float, refill: float
+) -> None:
+    """A throttled account sends only what its quota lets through, whatever the leases: spend
+    per lease is refill / leases, so a ceiling from spend alone is `leases` and never binds.
+    With the refused requests counted (at least the demand held back), the ceiling is at most
+    what the refill sustains at the leases' real demand, and one more lease never fits."""
+    seconds = 10.0
+    wanted = leases * wanted_per_lease * seconds
+    sent = math.floor(min(wanted, refill * seconds))
+    refused = math.ceil(wanted - sent)
+    quota = declared(round(refill * WINDOW_S), 10**9)
+    rate = sampled(sent, sent * 100, sent * 10, leases * seconds, refused)
+    assert rate is not None
+    ceiling = sustained_leases(quota, rate)
+    assert ceiling is not None
+    assert ceiling <= max(1, math.floor(round(refill * WINDOW_S) / WINDOW_S / wanted_per_lease))
+
+
+def test_refused_requests_count_as_wanted_at_the_mean_tokens_of_sent_ones() -> None:
+    assert sampled(20, 4_000, 1_000, 10.0, refused=20) == LeaseRate(4.0, 800.0, 200.0)

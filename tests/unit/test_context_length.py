@@ -9,6 +9,7 @@ import json
 import pytest
 
 from leasegate.core.observation import Classification
+from leasegate.providers import wire_named
 from leasegate.providers.common import (
     anthropic_context_length,
     context_length_exceeded,
@@ -17,6 +18,8 @@ from leasegate.providers.common import (
 )
 from leasegate.routing.classify import classify
 from leasegate.upstream.failures import response_observation
+
+OPENAI_WIRE = wire_named("openai")
 
 OPENAI = {
     "error": {
@@ -56,7 +59,7 @@ def test_each_provider_has_its_own_recognizer() -> None:
 
 @pytest.mark.parametrize("payload", [OPENAI, ANTHROPIC, OPENROUTER], ids=["oa", "an", "or"])
 def test_a_context_length_400_is_its_own_class(payload: dict[str, object]) -> None:
-    observation = response_observation(400, {}, json.dumps(payload).encode())
+    observation = response_observation(400, {}, json.dumps(payload).encode(), wire=OPENAI_WIRE)
     assert observation.context_length
     got = classify(observation)
     assert got == Classification(
@@ -68,12 +71,12 @@ def test_a_context_length_400_is_its_own_class(payload: dict[str, object]) -> No
 @pytest.mark.parametrize("payload", OTHERS)
 def test_other_errors_are_not_context_length(payload: dict[str, object]) -> None:
     assert not context_length_exceeded(payload)
-    assert classify(response_observation(400, {}, json.dumps(payload).encode())).outcome == (
-        "upstream-error"
-    )
+    assert classify(
+        response_observation(400, {}, json.dumps(payload).encode(), wire=OPENAI_WIRE)
+    ).outcome == ("upstream-error")
 
 
 def test_a_5xx_is_never_read_as_context_length() -> None:
-    observation = response_observation(500, {}, json.dumps(OPENAI).encode())
+    observation = response_observation(500, {}, json.dumps(OPENAI).encode(), wire=OPENAI_WIRE)
     assert not observation.context_length
     assert classify(observation).health_scope == "model"

@@ -14,6 +14,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from leasegate.core.observation import Observation
 from leasegate.core.retry_after import retry_after_seconds
+from leasegate.providers import wire_named
 from leasegate.upstream.clients import send_error
 from leasegate.upstream.errors import (
     BodyFailed,
@@ -31,6 +32,8 @@ from leasegate.upstream.failures import (
     stream_observation,
 )
 from leasegate.upstream.sse import StreamScanner
+
+OPENAI_WIRE = wire_named("openai")
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -113,7 +116,7 @@ def test_stream_observation_prefers_the_error_then_completion() -> None:
 def test_response_observation_reads_the_error_payload_and_retry_after() -> None:
     body = json.dumps({"error": {"type": "requests", "code": "rate_limit_exceeded"}}).encode()
     observed = response_observation(
-        429, CIMultiDictProxy(CIMultiDict({"Retry-After": "7"})), body, NOW
+        429, CIMultiDictProxy(CIMultiDict({"Retry-After": "7"})), body, NOW, wire=OPENAI_WIRE
     )
     assert observed == Observation(
         kind="response",
@@ -122,7 +125,9 @@ def test_response_observation_reads_the_error_payload_and_retry_after() -> None:
         error_code="rate_limit_exceeded",
         retry_after_s=7.0,
     )
-    assert response_observation(200, {}, b"{}") == Observation(kind="response", status=200)
+    assert response_observation(200, {}, b"{}", wire=OPENAI_WIRE) == Observation(
+        kind="response", status=200
+    )
 
 
 @pytest.mark.parametrize(
@@ -153,17 +158,17 @@ def test_response_observation_reads_the_error_payload_and_retry_after() -> None:
     ],
 )
 def test_error_fields(body: object, expected: tuple[str | None, str | None]) -> None:
-    assert error_fields(json.dumps(body).encode()) == expected
+    assert error_fields(json.dumps(body).encode(), OPENAI_WIRE) == expected
 
 
 def test_error_fields_of_a_non_json_body() -> None:
-    assert error_fields(b"<html>502 Bad Gateway</html>") == (None, None)
-    assert error_fields(b"") == (None, None)
+    assert error_fields(b"<html>502 Bad Gateway</html>", OPENAI_WIRE) == (None, None)
+    assert error_fields(b"", OPENAI_WIRE) == (None, None)
 
 
 @given(st.binary(max_size=200))
 def test_error_fields_never_raises_and_only_returns_identifiers(body: bytes) -> None:
-    for value in error_fields(body):
+    for value in error_fields(body, OPENAI_WIRE):
         assert value is None or (len(value) <= 64 and " " not in value)
 
 

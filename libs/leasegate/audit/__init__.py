@@ -14,16 +14,20 @@ from leasegate.audit.chain import (
     rehashed,
 )
 from leasegate.audit.fold import (
+    CHAIN_DOES_NOT_VERIFY,
     KNOWN_STATES,
     ChainVerdict,
+    corrupt_error,
     extend,
     fold,
     folded_budget,
     folded_state,
+    held_while_corrupt,
 )
 
 __all__ = [
     "ACCOUNT_STATE",
+    "CHAIN_DOES_NOT_VERIFY",
     "GENESIS",
     "KNOWN_STATES",
     "TENANT_BUDGET",
@@ -33,10 +37,12 @@ __all__ = [
     "ChainVerdict",
     "Entry",
     "anchor_for",
+    "corrupt_error",
     "extend",
     "fold",
     "folded_budget",
     "folded_state",
+    "held_while_corrupt",
     "link",
     "record_hash",
     "rehashed",

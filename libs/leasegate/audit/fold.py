@@ -39,6 +39,7 @@ from leasegate.audit.chain import (
     record_hash,
     signature_valid,
 )
+from leasegate.core.errors import GatewayError
 from leasegate.core.ports.witness import Witness
 from leasegate.core.records import AdminState
 from leasegate.spend import PERIODS, Period, TenantBudget
@@ -46,6 +47,28 @@ from leasegate.spend.prices import parse_amount
 
 ChainStatus = Literal["ok", "absent", "corrupt"]
 KNOWN_STATES: frozenset[str] = frozenset(get_args(AdminState))
+
+
+CHAIN_DOES_NOT_VERIFY = "the admin audit chain does not verify"
+"""The one wording of the chain's corruption, in every refusal it causes."""
+
+
+def held_while_corrupt() -> GatewayError:
+    """The refusal of whatever needs the account states (a mint, a view of the overlay)
+    while the chain does not verify: nothing fails open."""
+    return GatewayError(
+        "account-state-unavailable",
+        f"{CHAIN_DOES_NOT_VERIFY}: account states are held until an operator repairs it",
+    )
+
+
+def corrupt_error(verdict: ChainVerdict) -> GatewayError:
+    """The refusal of an operator's change to a chain that does not verify, with where."""
+    return GatewayError(
+        "audit-chain-corrupt",
+        f"{CHAIN_DOES_NOT_VERIFY} ({verdict.problem} at seq {verdict.first_bad_seq})",
+        extra={"first_bad_seq": verdict.first_bad_seq, "problem": verdict.problem},
+    )
 
 
 @dataclass(frozen=True, slots=True)

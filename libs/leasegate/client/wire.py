@@ -29,6 +29,7 @@ from leasegate.wire import (
     UsageReport,
     money,
 )
+from leasegate.wire.headers import CONTEXT_FALLBACK_HEADER
 
 T = TypeVar("T")
 PREFIX = "/control/v2"
@@ -318,7 +319,3 @@ def refusal(status: int, headers: Mapping[str, str], decoded: Any) -> GatewayRef
         mint_decision_id=body.mint_decision_id,
         envelope=error,
     )
-
-
-CONTEXT_FALLBACK_HEADER = "x-leasegate-context-fallback"
-"""On an upstream's context-length error: the requested model a hop may switch to."""

@@ -13,6 +13,13 @@ from typing import Literal
 from leasegate.core.errors import PassOver
 
 KeyState = Literal["live", "revoked", "expired"]
+RevokeReason = Literal["revoked", "renewed", "account-disabled"]
+"""Why a key ended early (`keys.revoke_reason`): the revoke route, a renewal that replaced
+it, or its account's keys ended together. The one home of these strings: the stores are
+typed to write only these, the console reads them."""
+REVOKED: RevokeReason = "revoked"
+RENEWED: RevokeReason = "renewed"
+ACCOUNT_DISABLED: RevokeReason = "account-disabled"
 MintKind = Literal["fresh", "retry", "supersede", "renewal"]
 DecisionOutcome = Literal["selected", "refused"]
 Outcome = Literal[

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Update, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from leasegate.core.records import KeyRecord, MintDecision
+from leasegate.core.records import KeyRecord, MintDecision, RevokeReason
 from leasegate.db import keys_pg
 from leasegate.db.convert import decision_record, key_record
 from leasegate.db.engine import Database
@@ -48,7 +48,7 @@ class KeyRepository:
             return key_record(row), decision_record(decision) if decision is not None else None
 
     async def revoke_key(
-        self, key_id: str, reason: str, now: datetime
+        self, key_id: str, reason: RevokeReason, now: datetime
     ) -> tuple[KeyRecord | None, bool]:
         """(the record after, whether this call ended it). An expired key already ended: it is
         left as it is and reported not ended by this call."""
@@ -64,7 +64,7 @@ class KeyRepository:
             return (key_record(row) if row is not None else None), False
 
     async def revoke_account_keys(
-        self, account_id: str, reason: str, now: datetime
+        self, account_id: str, reason: RevokeReason, now: datetime
     ) -> list[KeyRecord]:
         async with self._db.session() as session:
             return await end_account_keys(session, account_id, reason, now)

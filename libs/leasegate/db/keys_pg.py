@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from leasegate.core.records import KeyRecord, MintDecision
+from leasegate.core.records import KeyRecord, MintDecision, RevokeReason
 from leasegate.db.pg_pool import PgPool
 from leasegate.db.pg_rows import (
     DECISION_COLUMNS,
@@ -62,7 +62,7 @@ async def get_key_and_decision(
 
 
 async def revoke_key(
-    pool: PgPool, key_id: str, reason: str, now: datetime
+    pool: PgPool, key_id: str, reason: RevokeReason, now: datetime
 ) -> tuple[KeyRecord | None, bool]:
     """(the record after, whether this call ended it): the conditional UPDATE, and only when
     it ended nothing a read of the row as it now stands (a separate statement, so it sees a

@@ -22,7 +22,7 @@ from leasegate.core.ports.storage import (
     KeyNotLive,
     LeaseCapacityExhausted,
 )
-from leasegate.core.records import KeyRecord, MintDecision
+from leasegate.core.records import RENEWED, KeyRecord, MintDecision
 from leasegate.db.audit_lock import lock_for_mint
 from leasegate.db.convert import decision_values, key_record, key_values
 from leasegate.db.engine import Database
@@ -31,8 +31,6 @@ from leasegate.db.mint_pg import commit_mint_pg, record_decision_pg, renew_key_p
 from leasegate.db.models import AccountLeaseRow, KeyRow, MintDecisionRow, live_dispatch_of
 from leasegate.db.models.audit_anchor import ANCHOR_ID, AuditAnchorRow
 from leasegate.db.models.audit_record import AuditRecordRow
-
-RENEWED = "renewed"
 
 
 class MintRepository:

@@ -106,6 +106,7 @@ class PoolRepository:
                     func.count(row.upstream_status),
                     func.coalesce(func.sum(row.input_tokens), 0),
                     func.coalesce(func.sum(row.output_tokens), 0),
+                    func.count().filter(row.refusal_reason == "account-quota-exhausted"),
                 )
                 .where(
                     row.started_at >= since,
@@ -117,9 +118,14 @@ class PoolRepository:
             )
             return [
                 PairSpend(
-                    str(account), str(model), int(requests), int(inputs or 0), int(outputs or 0)
+                    str(account),
+                    str(model),
+                    int(requests),
+                    int(inputs or 0),
+                    int(outputs or 0),
+                    int(refused or 0),
                 )
-                for account, model, requests, inputs, outputs in found
+                for account, model, requests, inputs, outputs, refused in found
             ]
 
     async def live_leases_by_pair(

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
 
 from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.providers.base import (
     EXAMPLE_MODEL,
     Endpoint,
     Example,
+    KeyHeader,
     ProviderKind,
     StreamFacts,
     Usage,
@@ -25,9 +27,11 @@ from leasegate.providers.base import (
     count,
 )
 from leasegate.providers.common import (
+    ANSWER_HEADERS,
     CACHED_TOKENS,
     COMMON_ERRORS,
     INPUT_TOKENS,
+    SDK_HEADERS,
     FamilyErrors,
     ModelInBody,
     dump,
@@ -71,6 +75,7 @@ def _first(a: int | None, b: int | None) -> int | None:
 
 class MessagesWire(FamilyErrors, Wire):
     name = "anthropic"
+    done_completes = False  # `message_stop` ends it
     gate = re.compile(rb'"(?:error|message_start|message_delta|message_stop)"')
     preamble_events = frozenset({b"message_start", b"content_block_start", b"ping"})
 
@@ -117,9 +122,15 @@ WIRE = MessagesWire()
 MESSAGES = Endpoint("/v1/messages", WIRE)
 COUNT_TOKENS = Endpoint("/v1/messages/count_tokens", WIRE, streams=False, completion=False)
 
+X_API_KEY = KeyHeader("x-api-key")
+"""How Anthropic's SDKs present a key."""
+
 
 class Anthropic(ModelInBody, ProviderKind):
     name = "anthropic"
+    caller_key_headers = (X_API_KEY,)
+    forwarded_headers = SDK_HEADERS | {"anthropic-version", "anthropic-beta"}
+    relayed_headers = (*ANSWER_HEADERS, "request-id")
     endpoints = (MESSAGES, COUNT_TOKENS)
     errors = COMMON_ERRORS
     input_includes_cache = False
@@ -134,6 +145,23 @@ class Anthropic(ModelInBody, ProviderKind):
 
     def default_headers(self) -> tuple[tuple[str, str], ...]:
         return (("anthropic-version", ANTHROPIC_VERSION),)
+
+
+def betas_into_body(
+    fields: MutableMapping[str, Any], caller_headers: Sequence[tuple[str, str]]
+) -> None:
+    """For Claude on a cloud (Bedrock, Vertex AI), which takes Anthropic's beta flags in the
+    body: the caller's `anthropic-beta` header values as `anthropic_beta`, unless the body
+    already names some."""
+    betas = [
+        beta.strip()
+        for name, value in caller_headers
+        if name.lower() == "anthropic-beta"
+        for beta in value.split(",")
+        if beta.strip()
+    ]
+    if betas and "anthropic_beta" not in fields:
+        fields["anthropic_beta"] = betas
 
 
 def _message(n: int, streaming: bool) -> dict[str, object]:

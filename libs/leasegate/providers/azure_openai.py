@@ -25,6 +25,7 @@ from leasegate.providers import openai
 from leasegate.providers.base import (
     Endpoint,
     ErrorVocabulary,
+    KeyHeader,
     OptionError,
     ProviderKind,
     UpstreamRoute,
@@ -46,8 +47,17 @@ _OPERATIONS = {
 }
 
 
+API_KEY = KeyHeader("api-key")
+"""`openai.AzureOpenAI`'s key header."""
+
+
 class AzureOpenAI(ProviderKind):
     name = "azure-openai"
+    forwarded_headers = openai.OpenAI.forwarded_headers
+    relayed_headers = openai.OpenAI.relayed_headers
+    # its callers use OpenAI's SDKs: on OpenAI's paths with a bearer token, or `AzureOpenAI`
+    # on Azure's own deployment paths with the key in `api-key`
+    caller_key_headers = (openai.BEARER, API_KEY)
     endpoints = tuple(_OPERATIONS)
     errors = ErrorVocabulary(
         account=COMMON_ERRORS.account,

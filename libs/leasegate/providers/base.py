@@ -93,6 +93,18 @@ class ErrorVocabulary:
     rate_limited: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class KeyHeader:
+    """A request header in which a caller's SDK presents its key to the gateway (the SDK of
+    the wire the kind's callers speak: OpenAI's `Authorization: Bearer`, Anthropic's
+    `x-api-key`, Google's `x-goog-api-key`)."""
+
+    name: str
+    """Lower-case header name."""
+    scheme: str | None = None
+    """Lower-case auth scheme the value starts with (`bearer`); None: the value is the key."""
+
+
 class OptionError(ValueError):
     """An account field of a kind is wrong: names the field; the message is the why."""
 
@@ -110,8 +122,9 @@ class Wire(ABC):
     can carry usage, an error or the end of the answer."""
     preamble_events: ClassVar[frozenset[bytes]] = frozenset()
     """Event names a stream opens with before the model has produced anything."""
-    done_completes: ClassVar[bool] = False
-    """Whether `data: [DONE]` ends the answer normally."""
+    done_completes: ClassVar[bool]
+    """Whether `data: [DONE]` ends the answer normally (the stream's end marker: stated by
+    every wire; a wire whose streams end otherwise reads its own end in `read_event`)."""
 
     def ask_usage(self, body: dict[str, Any]) -> bool:
         """Make a streaming request's answer report its usage, when the caller did not ask
@@ -239,6 +252,9 @@ class ProviderKind(ABC):
     endpoints: ClassVar[tuple[Endpoint, ...]]
     """The caller-facing endpoints its accounts serve (others: `endpoint-not-served`)."""
     errors: ClassVar[ErrorVocabulary]
+    caller_key_headers: ClassVar[tuple[KeyHeader, ...]]
+    """Where its callers' SDKs present their Leasegate key, most preferred first; every
+    kind states its own (the proxy accepts the union: leasegate.providers.kinds)."""
     input_includes_cache: ClassVar[bool]
     """Its input token count already contains the cached tokens (OpenAI, Gemini), or counts
     them beside it (Anthropic): how a price is applied (leasegate.spend)."""
@@ -248,8 +264,13 @@ class ProviderKind(ABC):
     """The scheme that signs its requests from the cloud's own credential chain (`aws-sigv4`,
     `google-adc`; leasegate.upstream.cloud_auth): then `credential_env` is optional, and a
     static key when named."""
-    dropped_headers: ClassVar[frozenset[str]] = frozenset()
-    """Caller headers of another provider never sent to this kind's upstream."""
+    relayed_headers: ClassVar[tuple[str, ...]]
+    """The upstream answer's headers its callers receive (lower-case names), stated by every
+    kind: `content-type`, the rate-limit waits, and its provider's own request id. The
+    proxy's own `x-leasegate-*` headers are added to these (leasegate.proxy.relay)."""
+    forwarded_headers: ClassVar[frozenset[str]]
+    """The caller headers passed to its upstream (lower-case names), stated by every kind;
+    every other caller header is dropped (leasegate.upstream.caller_headers)."""
     stream_content_type: ClassVar[str] = "text/event-stream"
     """The content type of its streamed answers; other than SSE, `stream_decoder` turns
     them into the caller's wire's SSE events."""

@@ -31,7 +31,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
 
-from leasegate.providers.anthropic import MESSAGES
+from leasegate.providers.anthropic import MESSAGES, X_API_KEY, betas_into_body
 from leasegate.providers.base import (
     Endpoint,
     ErrorVocabulary,
@@ -39,7 +39,7 @@ from leasegate.providers.base import (
     ProviderKind,
     UpstreamRoute,
 )
-from leasegate.providers.common import COMMON_ERRORS
+from leasegate.providers.common import ANSWER_HEADERS, COMMON_ERRORS
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
 EVENT_STREAM = "application/vnd.amazon.eventstream"
@@ -50,8 +50,9 @@ _SERVED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,2047}")
 _PREFIX = "/model/"
 _INVOKE = "/invoke"
 _STREAM = "/invoke-with-response-stream"
-DROPPED_HEADERS = frozenset({"anthropic-version", "anthropic-beta", "x-api-key", "accept"})
-"""Anthropic's own headers, and the caller's `accept` (AWS's operations set their own)."""
+FORWARDED_HEADERS = frozenset({"content-type", "user-agent"})
+"""Not Anthropic's own headers (`anthropic-beta` goes into the body), nor the caller's
+`accept` (AWS's operations set their own)."""
 
 # AWS's error type -> Anthropic's error type (what the caller's SDK raises on).
 _ANTHROPIC_TYPE = {
@@ -100,6 +101,7 @@ def anthropic_error(aws_type: str | None, message: str, status: int | None = Non
 
 class Bedrock(ProviderKind):
     name = "bedrock"
+    caller_key_headers = (X_API_KEY,)  # its callers speak Anthropic's wire
     endpoints = (MESSAGES,)
     errors = ErrorVocabulary(
         account=COMMON_ERRORS.account
@@ -122,7 +124,8 @@ class Bedrock(ProviderKind):
     input_includes_cache = False
     option_fields = frozenset({"region", "aws_profile", "role_arn"})
     cloud_auth = "aws-sigv4"
-    dropped_headers = DROPPED_HEADERS
+    forwarded_headers = FORWARDED_HEADERS
+    relayed_headers = ANSWER_HEADERS
     stream_content_type = EVENT_STREAM
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
@@ -189,15 +192,7 @@ class Bedrock(ProviderKind):
         fields.pop("model", None)
         fields.pop("stream", None)  # the path says whether it streams
         fields["anthropic_version"] = BEDROCK_VERSION
-        betas = [
-            beta.strip()
-            for name, value in caller_headers
-            if name.lower() == "anthropic-beta"
-            for beta in value.split(",")
-            if beta.strip()
-        ]
-        if betas and "anthropic_beta" not in fields:
-            fields["anthropic_beta"] = betas
+        betas_into_body(fields, caller_headers)
 
     def error_body(self, status: int, headers: Mapping[str, str], body: bytes) -> bytes | None:
         aws_type = aws_error_type(headers.get("x-amzn-errortype"))

@@ -25,6 +25,14 @@ from leasegate.providers.base import (
     identifier,
 )
 
+SDK_HEADERS = frozenset({"content-type", "accept", "user-agent"})
+"""Caller headers any SDK sends that an upstream may read; a kind names them in its own
+`forwarded_headers` (or fewer of them) beside its provider's own."""
+
+ANSWER_HEADERS = ("content-type", "retry-after", "retry-after-ms")
+"""Answer headers any provider's caller reads; a kind names them in its own
+`relayed_headers` beside its provider's request id."""
+
 COMMON_ERRORS = ErrorVocabulary(
     account=frozenset(
         {

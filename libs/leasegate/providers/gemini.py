@@ -25,6 +25,7 @@ from leasegate.providers.base import (
     Endpoint,
     ErrorVocabulary,
     Example,
+    KeyHeader,
     ProviderKind,
     StreamFacts,
     UpstreamRoute,
@@ -34,8 +35,10 @@ from leasegate.providers.base import (
     identifier,
 )
 from leasegate.providers.common import (
+    ANSWER_HEADERS,
     CACHED_TOKENS,
     INPUT_TOKENS,
+    SDK_HEADERS,
     data,
     dump,
     error_of,
@@ -82,6 +85,7 @@ def _finished(obj: dict[str, object]) -> bool:
 
 class GeminiWire(Wire):
     name = "gemini"
+    done_completes = False  # a candidate's `finishReason` ends it
     gate = re.compile(rb'"(?:error|finishReason|usageMetadata)"(?!\s*:\s*null)')
 
     def usage(self, body: Mapping[str, object]) -> Usage:
@@ -152,9 +156,15 @@ STREAM_GENERATE = Endpoint(
 )
 COUNT_TOKENS = Endpoint("/v1beta/models/{model}:countTokens", WIRE, streams=False, completion=False)
 
+X_GOOG_API_KEY = KeyHeader("x-goog-api-key")
+"""How Google's SDKs present a key."""
+
 
 class Gemini(ProviderKind):
     name = "gemini"
+    caller_key_headers = (X_GOOG_API_KEY,)
+    forwarded_headers = SDK_HEADERS
+    relayed_headers = ANSWER_HEADERS
     endpoints = (GENERATE, STREAM_GENERATE, COUNT_TOKENS)
     errors = ErrorVocabulary(
         account=frozenset(

@@ -7,11 +7,18 @@ Adding a kind is one module beside this one (a `ProviderKind` and, for a new sha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from leasegate.providers.anthropic import Anthropic
 from leasegate.providers.azure_openai import AzureOpenAI
-from leasegate.providers.base import Endpoint, ErrorVocabulary, ProviderKind, UpstreamRoute, Wire
+from leasegate.providers.base import (
+    Endpoint,
+    ErrorVocabulary,
+    KeyHeader,
+    ProviderKind,
+    UpstreamRoute,
+    Wire,
+)
 from leasegate.providers.bedrock import Bedrock
 from leasegate.providers.gemini import Gemini
 from leasegate.providers.openai import OpenAI, OpenAICompatible, OpenRouter
@@ -49,6 +56,55 @@ ANY_KIND_ERRORS = ErrorVocabulary(
 )
 """Every kind's vocabulary at once, for a reader that cannot know the account's kind (the
 client reads an upstream's error as the proxy relayed it)."""
+
+
+def _key_headers() -> Mapping[bytes, tuple[int, bytes | None]]:
+    """Every kind's caller key headers: raw lower-case name -> (rank, scheme + space)."""
+    table: dict[bytes, tuple[int, bytes | None]] = {}
+    seen: dict[str, KeyHeader] = {}
+    for kind in KINDS.values():
+        for header in kind.caller_key_headers:
+            if seen.setdefault(header.name, header) != header:
+                raise ValueError(f"two kinds read the key header {header.name!r} differently")
+            scheme = None if header.scheme is None else header.scheme.encode("ascii") + b" "
+            table.setdefault(header.name.encode("ascii"), (len(table), scheme))
+    return table
+
+
+KEY_HEADERS = _key_headers()
+"""The headers a caller may present its Leasegate key in, whatever its key's kind (a caller
+does not know its account's kind): the union of every kind's `caller_key_headers`, ranked in
+the order kinds are listed (`Authorization: Bearer` before `x-api-key` before
+`x-goog-api-key`)."""
+
+KEY_HEADER_NAMES = ", ".join(
+    name.decode() if scheme is None else f"{name.decode()}: {scheme.decode().strip().title()}"
+    for name, (_, scheme) in KEY_HEADERS.items()
+)
+"""The key headers as a refusal names them (`authorization: Bearer, x-api-key, ...`)."""
+
+
+def presented_key(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The Leasegate key the caller presented, from raw ASGI headers (lower-case names): the
+    first-ranked of `KEY_HEADERS` that carries a non-empty token; None when none does. One
+    pass and one dict look-up per header; the only reader of the caller's key headers (the
+    proxy's admission, its models route, the access log)."""
+    best = len(KEY_HEADERS)
+    token: str | None = None
+    for name, value in headers:
+        found = KEY_HEADERS.get(name)
+        if found is None or found[0] >= best:
+            continue
+        rank, scheme = found
+        if scheme is not None:
+            if value[: len(scheme)].lower() != scheme:
+                continue
+            value = value[len(scheme) :]
+        if text := value.decode("latin-1").strip():
+            if not rank:
+                return text  # the first-ranked header: nothing can outrank it
+            best, token = rank, text
+    return token
 
 
 def error_names(error: Mapping[str, object]) -> tuple[str, ...]:

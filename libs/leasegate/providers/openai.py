@@ -24,6 +24,7 @@ from leasegate.providers.base import (
     EXAMPLE_MODEL,
     Endpoint,
     Example,
+    KeyHeader,
     OptionError,
     ProviderKind,
     StreamFacts,
@@ -31,10 +32,12 @@ from leasegate.providers.base import (
     Wire,
 )
 from leasegate.providers.common import (
+    ANSWER_HEADERS,
     CACHED_TOKENS,
     COMMON_ERRORS,
     CREATED,
     INPUT_TOKENS,
+    SDK_HEADERS,
     FamilyErrors,
     ModelInBody,
     data,
@@ -179,11 +182,17 @@ CHAT = Endpoint("/v1/chat/completions", WIRE)
 COMPLETIONS = Endpoint("/v1/completions", WIRE)
 EMBEDDINGS = Endpoint("/v1/embeddings", WIRE, streams=False)
 
+BEARER = KeyHeader("authorization", "bearer")
+"""How OpenAI's SDKs present a key (and so its callers' key to the gateway)."""
+
 
 class OpenAI(ModelInBody, ProviderKind):
     name = "openai"
     endpoints = (CHAT, COMPLETIONS, EMBEDDINGS, responses.RESPONSES)
     errors = COMMON_ERRORS
+    caller_key_headers = (BEARER,)
+    forwarded_headers = SDK_HEADERS | {"openai-beta"}
+    relayed_headers = (*ANSWER_HEADERS, "x-request-id", "openai-processing-ms")
     input_includes_cache = True
 
     def quota_buckets(
@@ -202,6 +211,7 @@ class OpenRouter(OpenAI):
     """OpenRouter (`https://openrouter.ai/api`): OpenAI's wire, numeric error codes."""
 
     name = "openrouter"
+    forwarded_headers = OpenAI.forwarded_headers | {"http-referer", "x-title"}  # attribution
 
 
 class OpenAICompatible(OpenAI):

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from leasegate.providers.anthropic import MESSAGES
+from leasegate.providers.anthropic import MESSAGES, X_API_KEY, betas_into_body
 from leasegate.providers.base import (
     Endpoint,
     ErrorVocabulary,
@@ -39,15 +39,14 @@ from leasegate.providers.base import (
     ProviderKind,
     UpstreamRoute,
 )
-from leasegate.providers.common import COMMON_ERRORS
+from leasegate.providers.common import ANSWER_HEADERS, COMMON_ERRORS, SDK_HEADERS
 
 VERTEX_VERSION = "vertex-2023-10-16"
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _LOCATION = re.compile(r"global|[a-z]+-[a-z]+\d{1,2}")
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,127}")
-DROPPED_HEADERS = frozenset(
-    {"anthropic-version", "anthropic-beta", "x-api-key", "x-goog-api-key", "authorization"}
-)
+FORWARDED_HEADERS = SDK_HEADERS
+"""Not Anthropic's own headers (`anthropic-beta` goes into the body)."""
 _GOOGLE_STATUSES = frozenset({"unauthenticated", "permission_denied", "billing_disabled"})
 _ANTHROPIC_TYPE = {
     "RESOURCE_EXHAUSTED": "rate_limit_error",
@@ -93,7 +92,8 @@ def vertex_route(
 class VertexAccount(ProviderKind):
     option_fields = frozenset({"project", "location"})
     cloud_auth = "google-adc"
-    dropped_headers = DROPPED_HEADERS
+    forwarded_headers = FORWARDED_HEADERS
+    relayed_headers = ANSWER_HEADERS
 
     def credential_headers(self, secret: str) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {secret}"),)  # a fixed access token, for tests
@@ -119,6 +119,7 @@ class Vertex(VertexAccount):
     """Anthropic's models on Vertex AI."""
 
     name = "vertex"
+    caller_key_headers = (X_API_KEY,)  # its callers speak Anthropic's wire
     endpoints = (MESSAGES,)
     errors = ErrorVocabulary(
         account=COMMON_ERRORS.account | _GOOGLE_STATUSES,
@@ -148,15 +149,7 @@ class Vertex(VertexAccount):
     ) -> None:
         fields.pop("model", None)
         fields["anthropic_version"] = VERTEX_VERSION
-        betas = [
-            beta.strip()
-            for name, value in caller_headers
-            if name.lower() == "anthropic-beta"
-            for beta in value.split(",")
-            if beta.strip()
-        ]
-        if betas and "anthropic_beta" not in fields:
-            fields["anthropic_beta"] = betas
+        betas_into_body(fields, caller_headers)
 
     def error_body(self, status: int, headers: Mapping[str, str], body: bytes) -> bytes | None:
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from leasegate.providers.base import Endpoint, UpstreamRoute
-from leasegate.providers.gemini import GENERATE, STREAM_GENERATE, Gemini
+from leasegate.providers.gemini import GENERATE, STREAM_GENERATE, X_GOOG_API_KEY, Gemini
 from leasegate.providers.vertex import VertexAccount, model_prefix, vertex_route
 
 
@@ -20,6 +20,7 @@ class VertexGemini(VertexAccount):
     """Google's Gemini models on Vertex AI, with the `gemini` kind's wire."""
 
     name = "vertex-gemini"
+    caller_key_headers = (X_GOOG_API_KEY,)  # its callers speak Gemini's wire
     endpoints = (GENERATE, STREAM_GENERATE)
     errors = Gemini.errors
     input_includes_cache = True

@@ -58,14 +58,30 @@ class LeaseRate:
 
 
 def sampled(
-    requests: int, input_tokens: int, output_tokens: int, lease_seconds: float
+    requests: int,
+    input_tokens: int,
+    output_tokens: int,
+    lease_seconds: float,
+    refused: int = 0,
 ) -> LeaseRate | None:
-    """One measurement: what was spent over `lease_seconds` of live leases (leases x seconds);
-    None when no lease was live (nothing to divide by)."""
+    """One measurement: what was wanted over `lease_seconds` of live leases (leases x
+    seconds); None when no lease was live (nothing to divide by).
+
+    What was sent alone would be no measure on a throttled account: leases held back by the
+    quota send only what the quota lets through, so spend / lease falls as leases are added
+    and the ceiling (refill / spend per lease) would grow with the leases, never binding.
+    So the requests the proxy `refused` for the quota count as wanted too, each at the mean
+    tokens of a sent one (a refused request is retried after its Retry-After, so this
+    overstates demand while the account is throttled: the ceiling then errs low, the mint
+    spreads leases to other accounts, and the next unthrottled interval corrects it)."""
     if lease_seconds <= 0:
         return None
+    wanted = requests + refused
+    scale = wanted / requests if requests else 1.0
     return LeaseRate(
-        requests / lease_seconds, input_tokens / lease_seconds, output_tokens / lease_seconds
+        wanted / lease_seconds,
+        scale * input_tokens / lease_seconds,
+        scale * output_tokens / lease_seconds,
     )
 
 

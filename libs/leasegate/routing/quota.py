@@ -9,6 +9,11 @@ admit           `Quota.room_at` for that estimate; when it fits, the view is spe
 learned         an answer's rate-limit headers replace, dimension by dimension, what the
                 view held (they already count this request); declared dimensions the
                 headers do not mention stay
+in flight       the headers of the answer to the most recently sent request are the newest;
+                they count every request the provider took before it, not those sent after
+                it and still unanswered: what those were let through at is spent again from
+                the headers (`learned_behind`), so an answer never gives back room that
+                other requests in flight hold
 reconciled      an answer without headers: the view's remaining moves by
                 estimate - actual, so a generous estimate is given back
 rate_limit_hold a rate-limit 429: no request fits until its wait is over (plus a small
@@ -18,7 +23,7 @@ rate_limit_hold a rate-limit 429: no request fits until its wait is over (plus a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from leasegate.accounts import DeclaredLimits
@@ -145,6 +150,32 @@ def learned(
     kept = dict(_moved(held, {}, now).buckets)
     kept.update(buckets)
     return Quota(account_id, model, kept, "headers", now)
+
+
+def total(costs: Iterable[Estimate]) -> Estimate:
+    """The sum of several estimates (what requests still in flight hold)."""
+    input_tokens = output_tokens = requests = 0
+    for cost in costs:
+        input_tokens += cost.input_tokens
+        output_tokens += cost.output_tokens
+        requests += cost.requests
+    return Estimate(input_tokens, output_tokens, requests)
+
+
+def learned_behind(
+    held: Quota | None,
+    account_id: str,
+    model: str,
+    buckets: Mapping[QuotaDimension, Bucket],
+    behind: Estimate,
+    now: float,
+) -> Quota:
+    """`learned`, less what the requests sent after the answered one and still unanswered
+    were let through at (`behind`): the headers do not count them yet."""
+    quota = learned(held, account_id, model, buckets, now)
+    if not behind.requests:
+        return quota
+    return _moved(quota, _needs(behind), now)
 
 
 def hold_s(wait_s: float, jitter: float) -> float:

@@ -198,13 +198,10 @@ class UpstreamClients:
             # a signed URL is sent exactly as signed (its %-escapes kept)
             encoded = kind.cloud_auth is not None
             url = self._urls[where] = URL(account.base_url + path, encoded=encoded)
-        dropped = kind.dropped_headers
         headers = [
             (name.decode("ascii"), value.decode("latin-1"))
-            for name, value in forwarded_headers(caller_headers)
+            for name, value in forwarded_headers(caller_headers, kind.forwarded_headers)
         ]
-        if dropped:
-            headers = [(name, value) for name, value in headers if name not in dropped]
         names = {name for name, _ in headers}
         for name, value in defaults:
             if name not in names:

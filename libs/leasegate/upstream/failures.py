@@ -26,7 +26,7 @@ from datetime import datetime
 from leasegate.core.errors import GatewayError
 from leasegate.core.observation import Observation
 from leasegate.core.retry_after import retry_after_seconds
-from leasegate.providers import Wire, wire_named
+from leasegate.providers import Wire
 from leasegate.upstream.errors import (
     DroppedAfterSend,
     HeadersTimeout,
@@ -98,15 +98,13 @@ def stream_observation(scanner: StreamScanner, status: int) -> Observation:
     return Observation(kind="response", status=status)
 
 
-_OPENAI = wire_named("openai")
-
-
 def response_observation(
     status: int,
     headers: Mapping[str, str],
     body: bytes,
     now: datetime | None = None,
-    wire: Wire = _OPENAI,
+    *,
+    wire: Wire,
 ) -> Observation:
     """A complete response: a success, or an error status with its payload's identifiers,
     read by the endpoint's wire."""
@@ -129,7 +127,7 @@ def response_observation(
     )
 
 
-def error_fields(body: bytes, wire: Wire = _OPENAI) -> tuple[str | None, str | None]:
+def error_fields(body: bytes, wire: Wire) -> tuple[str | None, str | None]:
     """(type, code) of an upstream error payload; (None, None) when it has neither."""
     try:
         obj = json.loads(body)

@@ -7,8 +7,9 @@ carries a key's secret, a credential, a body or a header value other than those 
 
 - the request id is the response's `x-leasegate-request-id` (the proxy sets it); a response
   without one gets a fresh id, added to its headers, so every line can be matched to a reply;
-- the key id is the public first part of a Leasegate key presented as `Authorization: Bearer`
-  or `x-api-key` (the secret part is discarded by `parse_key`);
+- the key id is the public first part of a Leasegate key presented in any of the headers the
+  proxy takes one in (`leasegate.providers.presented_key`; the secret part is discarded by
+  `parse_key`);
 - the account is the response's `x-leasegate-account`.
 
 A request that ends without a response (the client went away) is logged with status 0.
@@ -24,11 +25,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from leasegate.core.clock import new_id
 from leasegate.keys import parse_key
+from leasegate.providers import presented_key
+from leasegate.wire.headers import ACCOUNT_HEADER, REQUEST_ID_HEADER
 
 log = logging.getLogger("leasegate.access")
 
-_REQUEST_ID = b"x-leasegate-request-id"
-_ACCOUNT = b"x-leasegate-account"
+_REQUEST_ID = REQUEST_ID_HEADER.encode()
+_ACCOUNT = ACCOUNT_HEADER.encode()
 
 
 class AccessLog:
@@ -82,16 +85,6 @@ def _note_response(message: Message, seen: dict[str, Any]) -> None:
 
 def presented_key_id(scope: Scope) -> str | None:
     """The key id of a Leasegate key in the request's headers; None for anything else."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer":
-                return _key_id(token.strip())
-        elif name == b"x-api-key":
-            return _key_id(value.decode("latin-1").strip())
-    return None
-
-
-def _key_id(token: str) -> str | None:
-    parsed = parse_key(token)
+    token = presented_key(scope.get("headers", ()))
+    parsed = parse_key(token) if token is not None else None
     return parsed.key_id if parsed is not None else None

@@ -16,10 +16,10 @@ from datetime import datetime
 from typing import Protocol
 
 from leasegate.accounts import Candidate, Registry
-from leasegate.audit import ChainVerdict
+from leasegate.audit import ChainVerdict, held_while_corrupt
 from leasegate.capacity.fair_share import Saturation
 from leasegate.core.clock import Clock, new_id
-from leasegate.core.errors import GatewayError, PassOver
+from leasegate.core.errors import PassOver
 from leasegate.core.ports.health import HealthSnapshot
 from leasegate.core.ports.quota import Quota
 from leasegate.core.ports.revocation import Revocation
@@ -260,7 +260,7 @@ async def admin_view(overlay: OverlayVerdict) -> tuple[dict[str, AdminState], in
     follows re-checks the chain's revision under the lock."""
     verdict = await overlay.decided()
     if verdict.status == "corrupt":
-        raise GatewayError("account-state-unavailable", "the admin audit chain does not verify")
+        raise held_while_corrupt()
     return dict(verdict.overlay), verdict.revision
 
 

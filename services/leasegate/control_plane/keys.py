@@ -14,7 +14,7 @@ from leasegate.core.ports.storage import (
     KeyNotLive,
     LeaseCapacityExhausted,
 )
-from leasegate.core.records import KeyRecord, MintDecision
+from leasegate.core.records import REVOKED, KeyRecord, MintDecision
 from leasegate.keys import new_key
 from leasegate.routing.selection import filter_code
 from leasegate.wire import KeyInfo, MintAnswer
@@ -22,7 +22,7 @@ from leasegate.wire import KeyInfo, MintAnswer
 
 async def revoke(deps: MintDeps, key_id: str) -> None:
     now = deps.clock.now()
-    record, _ended_now = await deps.store.revoke_key(key_id, "revoked", now)
+    record, _ended_now = await deps.store.revoke_key(key_id, REVOKED, now)
     if record is None:
         raise GatewayError("key-not-found", "no such key")
     # Announce even when an earlier call ended it: a replay heals a lost fan-out message.

@@ -74,6 +74,7 @@ class LeaseRateMeter:
                 spend.input_tokens if spend else 0,
                 spend.output_tokens if spend else 0,
                 lease_seconds,
+                spend.refused if spend else 0,
             )
             if sample is not None:
                 rates[pair] = smoothed(rates.get(pair), sample, self._alpha)

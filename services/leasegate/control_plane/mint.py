@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from leasegate.accounts import Candidate
+from leasegate.audit import held_while_corrupt
 from leasegate.control_plane.decision import (
     Asked,
     Chosen,
@@ -136,11 +137,7 @@ async def _held_while_chain_corrupt(deps: MintDeps, start: Start) -> Refusal | N
     verdict = await deps.overlay.decided()
     if verdict.status != "corrupt":
         return None
-    held = GatewayError(
-        "account-state-unavailable",
-        "the admin audit chain does not verify: every mint is held until an operator repairs it",
-    )
-    return Refusal(start, held)
+    return Refusal(start, held_while_corrupt())
 
 
 async def _held_over_budget(deps: MintDeps, body: MintBody, start: Start) -> Refusal | None:

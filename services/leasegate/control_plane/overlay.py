@@ -24,6 +24,7 @@ from leasegate.audit import (
     BudgetFields,
     ChainVerdict,
     Entry,
+    corrupt_error,
     extend,
     fold,
 )
@@ -250,14 +251,6 @@ class AdminOverlay:
             # The append has committed: failing now would report a committed mutation as not
             # done. The next verified read moves the witness up.
             log.warning("audit witness not advanced", extra={"error": exc.reason})
-
-
-def corrupt_error(verdict: ChainVerdict) -> GatewayError:
-    return GatewayError(
-        "audit-chain-corrupt",
-        f"the audit chain does not verify ({verdict.problem} at seq {verdict.first_bad_seq})",
-        extra={"first_bad_seq": verdict.first_bad_seq, "problem": verdict.problem},
-    )
 
 
 def conflict_error(current_revision: int) -> GatewayError:

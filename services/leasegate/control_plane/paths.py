@@ -12,8 +12,8 @@ import re
 from datetime import datetime
 
 from leasegate.core.errors import GatewayError
+from leasegate.core.ids import RECORD_ID
 
-_PATH_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _MESSAGES = {
     "key-not-found": "no such key",
     "decision-not-found": "no such decision",
@@ -26,7 +26,7 @@ _RFC3339 = re.compile(
 
 def known_id(value: str, not_found_code: str) -> None:
     """Refuse, as not found, an id no row can carry."""
-    if not _PATH_ID.fullmatch(value):
+    if not RECORD_ID.fullmatch(value):
         raise GatewayError(not_found_code, _MESSAGES[not_found_code])
 
 

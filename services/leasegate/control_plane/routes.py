@@ -21,11 +21,12 @@ from leasegate.control_plane.tenants import tenants_router
 from leasegate.control_plane.usage import usage_router
 from leasegate.control_plane.views import decision_view, evidence_view
 from leasegate.core.errors import GatewayError
+from leasegate.core.ids import RECORD_ID_PATTERN
 from leasegate.core.records import MintKind
 from leasegate.wire import AccountRead as AccountReadView
 from leasegate.wire import Accounts, Decision, DecisionList, EvidenceList, KeyInfo, MintAnswer
 
-_ID_PATH = r"^[A-Za-z0-9_.:-]{1,100}$"
+_ID_PATH = RECORD_ID_PATTERN  # no longer than an id column (it accepted 100 before)
 _IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
 
 

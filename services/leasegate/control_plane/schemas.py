@@ -13,14 +13,20 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from leasegate.core.ids import (
+    DISPATCH_PART_MAX,
+    DISPATCH_PART_PATTERN,
+    RECORD_ID_MAX,
+    RECORD_ID_PATTERN,
+)
 from leasegate.core.text import MODEL_NAME_MAX, text_problem
 from leasegate.providers import KINDS
 
-ID_MAX = 200
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
-DECISION_ID_MAX = 64
+ID_MAX = DISPATCH_PART_MAX
+ID_PATTERN = DISPATCH_PART_PATTERN
+DECISION_ID_MAX = RECORD_ID_MAX
 """Decision ids are `md_<24 hex>`; the citing column holds 64 characters."""
-DECISION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+DECISION_ID_PATTERN = RECORD_ID_PATTERN
 
 
 def _storable(value: str) -> str:

@@ -53,6 +53,8 @@ class Attempt:
     """Set when the answer was a rate limit: the pair takes nothing until then."""
     errors: ErrorVocabulary = COMMON_ERRORS
     """The error vocabulary of the key's account's kind (what classifies its failures)."""
+    relayed_headers: tuple[str, ...] = ()
+    """The upstream answer's headers the caller receives (its account's kind's)."""
     finished: bool = False
     """Its row is queued or written: `ProxyRuntime.finish` has run."""
     trace: RequestTrace | None = None

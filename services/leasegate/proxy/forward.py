@@ -20,7 +20,7 @@ from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import Cooldown
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
-from leasegate.providers import Endpoint
+from leasegate.providers import KEY_HEADER_NAMES, Endpoint, presented_key
 from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.body import (
     ProxyBody,
@@ -30,7 +30,7 @@ from leasegate.proxy.body import (
     parse_body,
     parse_object,
 )
-from leasegate.proxy.keys import KeyRefused, presented_key
+from leasegate.proxy.keys import KeyRefused
 from leasegate.proxy.relay import BufferedRelay, StreamRelay, refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 from leasegate.proxy.tracing import caller_trace_headers, in_step, with_headers
@@ -72,10 +72,10 @@ async def forward(
     clock = runtime.clock
     attempt = Attempt(new_id("req"), endpoint.path, clock.now(), clock.monotonic())
     attempt.feeds_health = endpoint.completion
-    authorization, x_api_key, content_type = _wanted_headers(headers)
-    token = presented_key(authorization, x_api_key)
+    token = presented_key(headers)
+    content_type = _content_type(headers)
     if token is None:
-        error = GatewayError("key-invalid", "no key: send it as Authorization: Bearer or x-api-key")
+        error = GatewayError("key-invalid", _NO_KEY)
         return refusal_response(error, attempt.request_id)
     if runtime.tracer is not None:
         attempt.trace = runtime.tracer.begin(attempt.request_id, endpoint.path)
@@ -84,7 +84,8 @@ async def forward(
         admit = _admit_key(runtime, endpoint, attempt, token, shed)
         key, account = await in_step(trace, "proxy.admit", admit)
         pairs = [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
-        check_header_cap(pairs, runtime.settings.max_forwarded_header_bytes)
+        allowed = account.kind.forwarded_headers
+        check_header_cap(pairs, allowed, runtime.settings.max_forwarded_header_bytes)
         payload, cost = await _rewrite_body(
             runtime, content_type, body, attempt, key, account, endpoint, path_model, pairs
         )
@@ -170,6 +171,7 @@ async def _admit_key(
     if account is None or not account.configured:
         raise GatewayError("account-disabled", "the key's account is not available")
     attempt.errors = account.kind.errors
+    attempt.relayed_headers = account.kind.relayed_headers
     if not account.kind.serves(endpoint):
         raise GatewayError(
             "endpoint-not-served", f"{endpoint.path} is not served by the key's account"
@@ -183,25 +185,14 @@ async def _admit_key(
     return key, account
 
 
-_OTHER_KEY_HEADERS = frozenset({b"x-goog-api-key", b"api-key"})
+_NO_KEY = f"no key: send it as one of {KEY_HEADER_NAMES}"
 
 
-def _wanted_headers(
-    headers: list[tuple[bytes, bytes]],
-) -> tuple[str | None, str | None, str | None]:
-    """(authorization, x-api-key, content-type) in one pass over the raw headers; Google's
-    SDKs send the key as `x-goog-api-key`, Azure's as `api-key`: both taken as `x-api-key`."""
-    authorization = x_api_key = content_type = None
+def _content_type(headers: list[tuple[bytes, bytes]]) -> str | None:
     for name, value in headers:
-        if name == b"authorization":
-            authorization = value.decode("latin-1")
-        elif name == b"x-api-key":
-            x_api_key = value.decode("latin-1")
-        elif name == b"content-type":
-            content_type = value.decode("latin-1")
-        elif name in _OTHER_KEY_HEADERS and x_api_key is None:
-            x_api_key = value.decode("latin-1")
-    return authorization, x_api_key, content_type
+        if name == b"content-type":
+            return value.decode("latin-1")
+    return None
 
 
 async def _rewrite_body(
@@ -267,7 +258,7 @@ def _check_quota(
     if cost is None:
         return
     now = runtime.clock.now().timestamp()
-    when = runtime.quota.admit(key.account_id, key.served_model, cost, now)
+    when = runtime.quota.admit(key.account_id, key.served_model, cost, now, attempt.request_id)
     if when is not None:
         raise GatewayError(
             "account-quota-exhausted",

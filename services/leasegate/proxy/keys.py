@@ -177,15 +177,4 @@ class KeyResolver:
         self._cache.clear()
 
 
-def presented_key(authorization: str | None, x_api_key: str | None) -> str | None:
-    """The token from `Authorization: Bearer` or `x-api-key`, whichever the caller used."""
-    if authorization:
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            return token.strip()
-    if x_api_key and x_api_key.strip():
-        return x_api_key.strip()
-    return None
-
-
-__all__ = ["KeyRefused", "KeyResolver", "parse_key", "presented_key"]
+__all__ = ["KeyRefused", "KeyResolver", "parse_key"]

@@ -15,7 +15,7 @@ from leasegate.core.clock import new_id
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
-from leasegate.proxy.keys import presented_key
+from leasegate.providers import presented_key
 from leasegate.proxy.relay import refusal_response
 from leasegate.proxy.runtime import ProxyRuntime
 
@@ -41,7 +41,7 @@ async def retrieve_model(runtime: ProxyRuntime, request: Request) -> Response:
 
 
 async def _key(runtime: ProxyRuntime, request: Request) -> KeyRecord:
-    token = presented_key(request.headers.get("authorization"), request.headers.get("x-api-key"))
+    token = presented_key(request.headers.raw)
     parsed = parse_key(token) if token else None
     if parsed is None:
         raise GatewayError("key-invalid", "the key is not valid")

@@ -8,6 +8,14 @@ learned is read back every `refresh_s` (one round trip each, off the request pat
 statement (by its `observed_at`) replaces an older one; this proxy's own admissions since the
 last statement are spent from its local copy only.
 
+Requests in flight are counted: each admitted request (its `ref`) holds its estimate until its
+answer. An answer's headers are taken only when its request was sent after the one whose
+headers the view last took (the answers of concurrent requests arrive in any order; the
+newest statement is the one about the most recently sent request), and what the requests sent
+after it and still unanswered hold is spent again from them: the provider had not counted
+those yet. A statement read from the store is treated the same way for the requests this
+proxy admitted after it was observed.
+
 Declared limits are not shared: each proxy counts what it sends against them, so N proxies
 behind one declared-only account may send up to N times its declared rate (the provider's
 own 429s then hold the pair, which every proxy does hear of).
@@ -20,6 +28,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from leasegate.accounts import Registry
 from leasegate.core.clock import Clock
@@ -31,11 +40,13 @@ from leasegate.routing.quota import (
     declared_quota,
     hold_s,
     learned,
+    learned_behind,
     rate_limit_hold,
     reconciled,
     returned,
     room_at,
     spent,
+    total,
 )
 
 log = logging.getLogger("leasegate.proxy")
@@ -43,6 +54,18 @@ log = logging.getLogger("leasegate.proxy")
 Pair = tuple[str, str]
 
 _SYSTEM_RANDOM = random.SystemRandom()
+
+IN_FLIGHT_MAX_S = 900.0
+"""A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
+after this long, so the view cannot leak room."""
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    seq: int
+    """Admission order (the order requests are sent upstream)."""
+    admitted_at: float
+    cost: Estimate
 
 
 class QuotaView:
@@ -78,6 +101,10 @@ class QuotaView:
         self._stated_at: dict[Pair, float] = {}
         """When the provider's latest statement this view holds was observed, per pair."""
         self._dirty: dict[Pair, Quota] = {}
+        self._in_flight: dict[Pair, dict[str, _InFlight]] = {}
+        self._seq = 0
+        self._taken_seq: dict[Pair, int] = {}
+        """The admission order of the request whose answer's headers the view last took."""
         self._task: asyncio.Task[None] | None = None
 
     # -- the request path (no await) ------------------------------------------------------
@@ -93,9 +120,11 @@ class QuotaView:
     def quota(self, account_id: str, model: str) -> Quota | None:
         return self._local.get((account_id, model))
 
-    def admit(self, account_id: str, model: str, cost: Estimate, now: float) -> float | None:
-        """None: the request fits what is known (and is spent from the view); else epoch
-        seconds when room is expected."""
+    def admit(
+        self, account_id: str, model: str, cost: Estimate, now: float, ref: str | None = None
+    ) -> float | None:
+        """None: the request fits what is known (and is spent from the view, and held in flight
+        under `ref` until its answer); else epoch seconds when room is expected."""
         pair = (account_id, model)
         quota = self._local.get(pair)
         if quota is None:
@@ -103,7 +132,28 @@ class QuotaView:
         when = room_at(quota, cost, now)
         if when is None:
             self._local[pair] = spent(quota, cost, now)
+            if ref is not None:
+                self._seq += 1
+                self._in_flight.setdefault(pair, {})[ref] = _InFlight(self._seq, now, cost)
         return when
+
+    def in_flight(self, account_id: str, model: str) -> int:
+        """How many admitted requests on the pair are still unanswered."""
+        return len(self._in_flight.get((account_id, model), {}))
+
+    def _settle(self, pair: Pair, ref: str | None) -> _InFlight | None:
+        held = self._in_flight.get(pair)
+        if held is None or ref is None:
+            return None
+        entry = held.pop(ref, None)
+        if not held:
+            del self._in_flight[pair]
+        return entry
+
+    def _behind(self, pair: Pair, seq: int) -> Estimate:
+        """What the requests admitted after `seq` and still unanswered hold."""
+        held = self._in_flight.get(pair, {})
+        return total(entry.cost for entry in held.values() if entry.seq > seq)
 
     def answered(
         self,
@@ -113,21 +163,33 @@ class QuotaView:
         cost: Estimate | None,
         usage: Usage,
         now: float,
+        ref: str | None = None,
     ) -> None:
-        """An answer came back: its headers replace the view (they count this request), or,
-        without headers, the estimate is reconciled with the usage it reported."""
+        """An answer came back: its headers replace the view (they count this request and
+        those sent before it, not those sent after it and still in flight), unless the
+        view already took the headers of a request sent later; without headers, the estimate
+        is reconciled with the usage it reported."""
         pair = (account_id, model)
         held = self._local.get(pair)
+        entry = self._settle(pair, ref)
         if buckets:
-            quota = learned(held, account_id, model, buckets, now)
-            self._local[pair] = self._dirty[pair] = quota
+            seq = self._seq if entry is None else entry.seq
+            if seq < self._taken_seq.get(pair, 0):
+                return  # older than what the view holds: a later request's answer came first
+            self._taken_seq[pair] = seq
+            behind = self._behind(pair, seq)
+            self._dirty[pair] = learned(held, account_id, model, buckets, now)
+            self._local[pair] = learned_behind(held, account_id, model, buckets, behind, now)
             self._stated_at[pair] = now
         elif cost is not None and held is not None:
             self._local[pair] = reconciled(held, cost, usage.input_tokens, usage.output_tokens, now)
 
-    def unsent(self, account_id: str, model: str, cost: Estimate, now: float) -> None:
+    def unsent(
+        self, account_id: str, model: str, cost: Estimate, now: float, ref: str | None = None
+    ) -> None:
         """A request admitted here never reached the upstream: its estimate goes back."""
         pair = (account_id, model)
+        self._settle(pair, ref)
         if (held := self._local.get(pair)) is not None:
             self._local[pair] = returned(held, cost, now)
 
@@ -138,10 +200,12 @@ class QuotaView:
         buckets: Mapping[QuotaDimension, Bucket],
         wait_s: float,
         now: float,
+        ref: str | None = None,
     ) -> float:
         """A rate-limit 429: the pair takes nothing until the provider's wait (plus jitter) is
         over, here at once and on every proxy after the next flush. Returns that moment."""
         pair = (account_id, model)
+        self._settle(pair, ref)
         until = now + hold_s(wait_s, self._rng())
         quota = rate_limit_hold(self._local.get(pair), account_id, model, buckets, until, now)
         self._local[pair] = self._dirty[pair] = quota
@@ -174,6 +238,7 @@ class QuotaView:
 
     async def flush(self) -> None:
         """Write what this proxy learned since the last flush, in one batch."""
+        self._drop_lost(self._clock.now().timestamp())
         if not self._dirty:
             return
         batch, self._dirty = self._dirty, {}
@@ -195,7 +260,17 @@ class QuotaView:
             if quota.observed_at <= self._stated_at.get(pair, float("-inf")):
                 continue
             held = self._local.get(pair)
-            self._local[pair] = learned(
-                held, quota.account_id, quota.model, quota.buckets, quota.observed_at
+            mine = self._in_flight.get(pair, {}).values()
+            behind = total(e.cost for e in mine if e.admitted_at > quota.observed_at)
+            self._local[pair] = learned_behind(
+                held, quota.account_id, quota.model, quota.buckets, behind, quota.observed_at
             )
             self._stated_at[pair] = quota.observed_at
+
+    def _drop_lost(self, now: float) -> None:
+        for pair, held in list(self._in_flight.items()):
+            for ref, entry in list(held.items()):
+                if now - entry.admitted_at > IN_FLIGHT_MAX_S:
+                    del held[ref]
+            if not held:
+                del self._in_flight[pair]

@@ -51,29 +51,21 @@ from leasegate.upstream.failures import (
     stream_observation,
 )
 from leasegate.upstream.sse import StreamScanner
+from leasegate.wire.headers import ACCOUNT_HEADER, REQUEST_ID_HEADER
+from leasegate.wire.headers import CONTEXT_FALLBACK_HEADER as _CONTEXT_FALLBACK
 
 log = logging.getLogger("leasegate.proxy")
 
-CONTEXT_FALLBACK_HEADER = b"x-leasegate-context-fallback"
+CONTEXT_FALLBACK_HEADER = _CONTEXT_FALLBACK.encode()
 
 SHUTDOWN_MESSAGE = "the gateway is shutting down and ended this stream after its drain time"
 END_EVENT_TIMEOUT_S = 1.0
 
-_PASSED_HEADERS = (
-    "content-type",
-    "retry-after",
-    "retry-after-ms",
-    "x-request-id",
-    "request-id",
-    "openai-processing-ms",
-)
-_PASSED_NO_WAIT = tuple(n for n in _PASSED_HEADERS if not n.startswith("retry-after"))
-
 
 def leasegate_headers(request_id: str, key: KeyRecord | None) -> dict[str, str]:
-    headers = {"x-leasegate-request-id": request_id}
+    headers = {REQUEST_ID_HEADER: request_id}
     if key is not None:
-        headers["x-leasegate-account"] = key.account_id
+        headers[ACCOUNT_HEADER] = key.account_id
         headers["x-leasegate-served-model"] = key.served_model
     return headers
 
@@ -93,12 +85,13 @@ def refusal_response(
 def _response_headers(
     runtime: ProxyRuntime, attempt: Attempt, upstream: UpstreamResponse
 ) -> list[tuple[bytes, bytes]]:
-    passed: tuple[str, ...] = _PASSED_HEADERS
+    passed = attempt.relayed_headers  # its kind's
     hold = attempt.quota_hold_until
     if hold is not None and (
         "retry-after" in upstream.headers or "retry-after-ms" in upstream.headers
     ):
-        passed = _PASSED_NO_WAIT  # the wait it asked for becomes the pair's hold, never less
+        # the wait it asked for becomes the pair's hold, never less
+        passed = tuple(n for n in passed if not n.startswith("retry-after"))
     else:
         hold = None
     headers = [

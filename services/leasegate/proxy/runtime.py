@@ -114,13 +114,23 @@ class ProxyRuntime:
                 attempt.quota_buckets,
                 RATE_LIMIT_WAIT_S if wait is None else min(wait, self.settings.max_cooldown_s),
                 now,
+                attempt.request_id,
             )
-        elif attempt.upstream_status is None:
-            if attempt.quota_cost is not None and observation.kind == "refused":
-                self.quota.unsent(account_id, model, attempt.quota_cost, now)
-        else:
+        elif (
+            attempt.upstream_status is None
+            and attempt.quota_cost is not None
+            and observation.kind == "refused"
+        ):
+            self.quota.unsent(account_id, model, attempt.quota_cost, now, attempt.request_id)
+        else:  # answered, or gone without an answer (its estimate stays spent)
             self.quota.answered(
-                account_id, model, attempt.quota_buckets, attempt.quota_cost, attempt.usage, now
+                account_id,
+                model,
+                attempt.quota_buckets,
+                attempt.quota_cost,
+                attempt.usage,
+                now,
+                attempt.request_id,
             )
 
     async def _end(self, attempt: Attempt, observation: Observation) -> EvidenceRow:

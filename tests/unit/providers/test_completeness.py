@@ -80,6 +80,36 @@ def test_every_kind_has_a_table_for_every_part_of_every_wire(name: str) -> None:
         assert kind.serves(endpoint), (name, endpoint.path)
 
 
+STATED = ("caller_key_headers", "forwarded_headers", "relayed_headers")
+"""Seam parts with no default: a kind (or the kind it extends) states each in its module."""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_kind_states_its_headers(name: str) -> None:
+    kind = KINDS[name]
+    for part in STATED:
+        owners = [c for c in type(kind).__mro__ if part in vars(c) and c is not ProviderKind]
+        assert owners, f"kind {name!r} does not state {part}"
+    assert kind.caller_key_headers
+    assert all(h.name == h.name.lower() for h in kind.caller_key_headers)
+    assert kind.forwarded_headers
+    assert "content-type" in kind.relayed_headers
+    assert all(h == h.lower() for h in kind.relayed_headers)
+    assert all(h == h.lower() for h in kind.forwarded_headers)
+    # never the caller's key, in any header a caller may present it in
+    caller_keys = {h.name for other in KINDS.values() for h in other.caller_key_headers}
+    assert not kind.forwarded_headers & caller_keys
+    assert not kind.forwarded_headers & {"cookie", "host", "content-length", "openai-organization"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_wire_of_every_kind_states_its_end_marker(name: str) -> None:
+    for endpoint in KINDS[name].endpoints:
+        wire = type(endpoint.wire)
+        owners = [c for c in wire.__mro__ if "done_completes" in vars(c) and c is not Wire]
+        assert owners, f"wire {wire.__name__} does not state done_completes"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_kind_implements_every_part(name: str) -> None:
     kind = KINDS[name]

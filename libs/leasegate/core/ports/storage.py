@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from leasegate.core.records import EvidenceRow, KeyRecord, MintDecision
+from leasegate.core.records import EvidenceRow, KeyRecord, MintDecision, RevokeReason
 
 
 class StorageRefusal(Exception):
@@ -177,12 +177,12 @@ class LeaseStore(KeyReader, Protocol):
         """
 
     async def revoke_key(
-        self, key_id: str, reason: str, now: datetime
+        self, key_id: str, reason: RevokeReason, now: datetime
     ) -> tuple[KeyRecord | None, bool]:
         """(the record after, whether this call ended the key). Unknown key: (None, False)."""
 
     async def revoke_account_keys(
-        self, account_id: str, reason: str, now: datetime
+        self, account_id: str, reason: RevokeReason, now: datetime
     ) -> list[KeyRecord]:
         """End every live key of the account; returns the keys this call ended."""
 
@@ -227,6 +227,8 @@ class PairSpend:
     """Requests that reached the upstream (rows with an upstream status)."""
     input_tokens: int
     output_tokens: int
+    refused: int = 0
+    """Requests the proxy refused `account-quota-exhausted`: demand the quota held back."""
 
 
 class LeaseSpendReader(Protocol):

@@ -19,8 +19,7 @@ from leasegate.control_plane.views import evidence_view
 from leasegate.core.clock import iso
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.witness import Witness
-from leasegate.core.records import KeyRecord, Outcome
-from leasegate.db.mint import RENEWED
+from leasegate.core.records import RENEWED, REVOKED, KeyRecord, Outcome
 
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 _ID = re.compile(ID_PATTERN)
@@ -49,7 +48,7 @@ def key_life(key: KeyRecord, now: datetime) -> list[LifeEvent]:
         if key.revoke_reason == RENEWED:
             events.append(LifeEvent("renewed", iso(key.revoked_at)))
         else:
-            reason = key.revoke_reason if key.revoke_reason != "revoked" else None
+            reason = key.revoke_reason if key.revoke_reason != REVOKED else None
             events.append(LifeEvent("revoked", iso(key.revoked_at), reason))
     elif key.expires_at <= now:
         events.append(LifeEvent("expired", iso(key.expires_at)))

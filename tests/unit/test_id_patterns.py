@@ -1,0 +1,61 @@
+"""One pattern per kind of id, and each no wider than the column that stores it: an id a
+path or query accepts always fits its row (a 65-character decision id is refused at the edge,
+never by the database)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import String
+
+from leasegate.control_plane.paths import known_id
+from leasegate.control_plane.routes import _ID_PATH
+from leasegate.control_plane.schemas import DECISION_ID_PATTERN, ID_PATTERN
+from leasegate.core.errors import GatewayError
+from leasegate.core.ids import (
+    DISPATCH_PART_MAX,
+    DISPATCH_PART_PATTERN,
+    RECORD_ID_MAX,
+    RECORD_ID_PATTERN,
+)
+from leasegate.db.models import Base
+
+
+def _id_columns() -> list[tuple[str, int | None]]:
+    found = []
+    for table in Base.metadata.tables.values():
+        for column in table.columns:
+            if (column.name == "id" or column.name.endswith("_id")) and isinstance(
+                column.type, String
+            ):
+                found.append((f"{table.name}.{column.name}", column.type.length))
+    return found
+
+
+def test_every_string_id_column_is_as_long_as_the_record_id_pattern_allows() -> None:
+    columns = _id_columns()
+    assert any(name.endswith(".account_id") for name, _ in columns)
+    for name, length in columns:
+        if length is None:  # unbounded text: a dispatch's own name
+            continue
+        assert length == RECORD_ID_MAX, name
+
+
+@pytest.mark.parametrize("pattern", [RECORD_ID_PATTERN, DECISION_ID_PATTERN, _ID_PATH])
+def test_record_id_patterns_accept_exactly_a_columns_length(pattern: str) -> None:
+    assert re.fullmatch(pattern, "a" * RECORD_ID_MAX)
+    assert not re.fullmatch(pattern, "a" * (RECORD_ID_MAX + 1))
+
+
+def test_the_dispatch_part_pattern_is_the_one_the_bodies_use() -> None:
+    assert ID_PATTERN == DISPATCH_PART_PATTERN
+    assert re.fullmatch(DISPATCH_PART_PATTERN, "a" * DISPATCH_PART_MAX)
+    assert not re.fullmatch(DISPATCH_PART_PATTERN, "a" * (DISPATCH_PART_MAX + 1))
+
+
+def test_a_path_id_longer_than_its_column_is_not_found() -> None:
+    known_id("md_" + "a" * (RECORD_ID_MAX - 3), "decision-not-found")
+    with pytest.raises(GatewayError) as refused:
+        known_id("md_" + "a" * (RECORD_ID_MAX - 2), "decision-not-found")
+    assert refused.value.code == "decision-not-found"
