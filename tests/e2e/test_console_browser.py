@@ -321,7 +321,9 @@ async def test_evidence_page_counts_outcomes(console: Console) -> None:
     await page.goto("/console/evidence")
     await page.get_by_label("Outcome").select_option("success")
     await page.get_by_role("button", name="Filter").click()
-    await expect(page).to_have_url(f"{gw.url}/console/evidence?account=&model=&outcome=success")
+    await expect(page).to_have_url(
+        f"{gw.url}/console/evidence?account=&model=&outcome=success&within="
+    )
     rows = page.locator("table:not(.counts) tbody tr")
     await expect(rows.first).to_contain_text("success")
     assert "upstream-error" not in await page.locator("table:not(.counts) tbody").inner_text()
