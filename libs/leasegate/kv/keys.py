@@ -14,7 +14,8 @@ hashes alike whatever characters its id holds.
     {prefix}:audit:witness                     the audit witness (hash; one key)
     {prefix}:revocations                       revocation fan-out (pub/sub channel)
     {prefix}:health-news                       health news between proxies (pub/sub channel)
-    {prefix}:{chain:<id>}:spend                a dispatch chain's tokens and cost (hash)
+    {prefix}:{chain:<id>}:spend                a running spend total (hash): <id> a chain's id,
+                                               or tenant:<tenant>:<period>:<label>
     {prefix}:console:sessions                  the console's open sessions (sorted set; one key)
 """
 
