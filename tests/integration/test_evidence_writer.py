@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -332,6 +332,33 @@ async def test_a_database_that_takes_every_batch_leaves_the_spill_file_untouched
         assert len(await written_ids(store)) == 500
         assert _lines_on_disk(tmp_path) == 0
         assert all(path.stat().st_size == 0 for path in spill_files(tmp_path))
+    finally:
+        await sink.stop(drain_s=1)
+
+
+class _SlowToAnswer:
+    """A database that takes every batch, each after `delay_s` (a busy server)."""
+
+    def __init__(self, store: Store, delay_s: float) -> None:
+        self._store, self._delay_s = store, delay_s
+
+    async def write_evidence(self, batch: Sequence[EvidenceRow]) -> None:
+        await asyncio.sleep(self._delay_s)
+        await self._store.write_evidence(batch)
+
+
+async def test_a_drain_waits_for_the_batch_being_written(store: Store) -> None:
+    """Rows the background writer has taken from memory are not written until the database
+    answers: they still count as pending, and a drain returns only once they are in."""
+    sink = EvidenceSink(_SlowToAnswer(store, delay_s=0.3), flush_interval_s=0.01)
+    sink.start()
+    try:
+        for row in rows(50):
+            sink.add(row)
+        await asyncio.sleep(0.1)  # the background batch is on its way to the database
+        assert sink.pending == 50
+        assert await sink.drain(within_s=5)
+        assert len(await written_ids(store)) == 50
     finally:
         await sink.stop(drain_s=1)
 

@@ -80,6 +80,11 @@ class EvidenceSink:
         self._arrived = asyncio.Event()
         """Set by every row: an idle writer sleeps on it, with no timer."""
         self._task: asyncio.Task[None] | None = None
+        self._flushing = asyncio.Lock()
+        """One batch at a time: a drain waits for the background batch under way, so it never
+        reports "nothing left" while rows taken from memory are still being written."""
+        self._in_flight = 0
+        """Rows taken from memory by the batch under way (counted in `pending`)."""
         self._syncs: set[asyncio.Task[None]] = set()
         self._reachable = True
         self._to_disk = spill is not None and spill.pending > 0
@@ -116,7 +121,8 @@ class EvidenceSink:
     @property
     def pending(self) -> int:
         """Rows not yet written: in memory and in the spill file."""
-        return len(self._rows) + (self._spill.pending if self._spill else 0)
+        on_disk = self._spill.pending if self._spill else 0
+        return len(self._rows) + self._in_flight + on_disk
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -180,14 +186,25 @@ class EvidenceSink:
                 await self._spill.sync_async()  # nothing to do unless rows were appended
 
     async def _flush_once(self) -> bool:
-        """Write one batch (memory first, then the spill file); False if the database is
-        unreachable."""
+        """Write one batch (memory first, then the spill file), after any batch under way;
+        False if the database is unreachable."""
+        async with self._flushing:
+            return await self._flush_batch()
+
+    async def _flush_batch(self) -> bool:
         spill = self._spill if not self._rows and self._spill and self._spill.pending else None
-        on_disk = spill is not None
         if spill is not None:
             batch = spill.peek(self._max_batch)
         else:
             batch = [self._rows.popleft() for _ in range(min(self._max_batch, len(self._rows)))]
+            self._in_flight = len(batch)
+        try:
+            return await self._write_batch(batch, spill)
+        finally:
+            self._in_flight = 0
+
+    async def _write_batch(self, batch: list[EvidenceRow], spill: SpillFile | None) -> bool:
+        on_disk = spill is not None
 
         def stalled() -> None:
             nonlocal on_disk
