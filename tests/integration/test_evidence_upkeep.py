@@ -8,8 +8,9 @@ import asyncio
 import os
 import subprocess
 import sys
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from time import sleep
 
 import pytest
 
@@ -22,7 +23,17 @@ from tests.fixtures.services import production_stores
 
 __all__ = ["database_url"]  # the fixture, over SQLite and Postgres
 
-TODAY = datetime.now(UTC).date()
+
+@pytest.fixture
+def today() -> date:
+    """Today (UTC), read when the test starts; within two minutes of midnight the test first
+    waits for the next day, so the gateway and the test never disagree on which day it is."""
+    now = datetime.now(UTC)
+    midnight = datetime.combine(now.date() + timedelta(days=1), time(), UTC)
+    to_midnight = (midnight - now).total_seconds()
+    if to_midnight < 120:
+        sleep(to_midnight + 1)
+    return datetime.now(UTC).date()
 
 
 def _prune(url: str, before: str) -> subprocess.CompletedProcess[str]:
@@ -54,8 +65,10 @@ async def _request_ids(url: str) -> list[str]:
 
 
 @pytest.mark.slow
-async def test_prune_command_drops_whole_days_and_says_what_it_did(database_url: str) -> None:
-    old, kept = TODAY - timedelta(days=5), TODAY - timedelta(days=1)
+async def test_prune_command_drops_whole_days_and_says_what_it_did(
+    database_url: str, today: date
+) -> None:
+    old, kept = today - timedelta(days=5), today - timedelta(days=1)
     store = Store.connect(database_url)
     await EvidencePartitions(store.db).ensure(old, ahead=0)  # old-1, old
     await store.close()
@@ -77,16 +90,16 @@ async def test_prune_command_drops_whole_days_and_says_what_it_did(database_url:
 
 @pytest.mark.slow
 def test_prune_command_refuses_a_bad_or_future_date_and_an_unmigrated_database(
-    tmp_path: Path,
+    tmp_path: Path, today: date
 ) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path}/empty.db"
     bad = _prune(url, "last-week")
     assert bad.returncode == 2
     assert "not a date" in bad.stderr
-    future = _prune(url, (TODAY + timedelta(days=2)).isoformat())
+    future = _prune(url, (today + timedelta(days=2)).isoformat())
     assert future.returncode == 2
     assert "after today" in future.stderr
-    unmigrated = _prune(url, TODAY.isoformat())
+    unmigrated = _prune(url, today.isoformat())
     assert unmigrated.returncode == 1
     assert unmigrated.stderr.count("\n") == 1
     assert "Traceback" not in unmigrated.stderr
@@ -94,7 +107,7 @@ def test_prune_command_refuses_a_bad_or_future_date_and_an_unmigrated_database(
 
 @pytest.mark.postgres
 async def test_a_control_plane_creates_partitions_ahead_and_applies_retention(
-    tmp_path: Path,
+    tmp_path: Path, today: date
 ) -> None:
     async with production_stores() as stores, MockUpstream() as upstream:
         url = stores["database_url"]
@@ -106,15 +119,15 @@ async def test_a_control_plane_creates_partitions_ahead_and_applies_retention(
         )
         await asyncio.to_thread(upgrade, url)
         store = Store.connect(url)
-        await EvidencePartitions(store.db).ensure(TODAY - timedelta(days=3), ahead=0)
+        await EvidencePartitions(store.db).ensure(today - timedelta(days=3), ahead=0)
         await store.close()
-        await _rows(url, TODAY - timedelta(days=4), TODAY - timedelta(days=3), TODAY)
+        await _rows(url, today - timedelta(days=4), today - timedelta(days=3), today)
 
         async with in_process_gateway(env, [upstream]):
             store = Store.connect(url)
             try:
-                wanted = {partition_name(TODAY + timedelta(days=n)) for n in range(DAYS_AHEAD + 1)}
-                expired = partition_name(TODAY - timedelta(days=4))
+                wanted = {partition_name(today + timedelta(days=n)) for n in range(DAYS_AHEAD + 1)}
+                expired = partition_name(today - timedelta(days=4))
                 for _ in range(200):
                     present = set(await EvidencePartitions(store.db).existing())
                     if wanted <= present and expired not in present:
@@ -124,4 +137,4 @@ async def test_a_control_plane_creates_partitions_ahead_and_applies_retention(
                 assert expired not in present, "retention dropped the whole day"
             finally:
                 await store.close()
-        assert await _request_ids(url) == [f"r-{TODAY}", f"r-{TODAY - timedelta(days=3)}"]
+        assert await _request_ids(url) == [f"r-{today}", f"r-{today - timedelta(days=3)}"]
