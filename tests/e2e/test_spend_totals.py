@@ -246,5 +246,5 @@ async def test_the_spend_right_after_a_budget_is_set_is_counted(
             async def all_written() -> bool:  # /usage reads rows: a flush interval behind
                 return await usage_tokens(gw, tenant) == 6 * PER_REQUEST
 
-            await eventually(all_counted)
+            await eventually(all_counted, within_s=15.0)  # the second settling round: ~8 s
             await eventually(all_written)

@@ -7,9 +7,10 @@ lost its data, a double count or an injected edit older than the cut-off is gone
 interval. Rebases are idempotent and only move a cut-off forward, so any number of control
 planes may run this side by side.
 
-A budget that is set (or changed) is reconciled once more shortly after: once every proxy
+A budget that is set (or changed) is reconciled twice more shortly after: once every proxy
 has learnt it (`BUDGET_REFRESH_S`) and the rows of the requests they served meanwhile have been
-written, the total counts them too; nothing in between is left uncounted.
+written, the total counts them too; nothing in between is left uncounted. The second round, as
+long again after, covers a proxy that learnt the budget late.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from leasegate.web.spend_totals import (
 log = logging.getLogger("leasegate.spend")
 
 RETRY_S = 5.0
+SETTLE_ROUNDS = 2
 
 
 class SpendReconciler:
@@ -81,11 +83,15 @@ class SpendReconciler:
         task.add_done_callback(self._settling.discard)
 
     async def _settle(self, ref: TotalRef) -> None:
-        await asyncio.sleep(BUDGET_REFRESH_S + self._totals.settle_s + 1.0)
-        try:
-            await self._reconcile(ref)
-        except StoreError as exc:
-            log.warning("spend total not settled", extra={"error": exc.reason})
+        """Twice: when every proxy should know the budget, and once more as long again after,
+        for a proxy that learnt it late (a busy host): rebases are idempotent."""
+        delay = BUDGET_REFRESH_S + self._totals.settle_s + 1.0
+        for _ in range(SETTLE_ROUNDS):
+            await asyncio.sleep(delay)
+            try:
+                await self._reconcile(ref)
+            except StoreError as exc:
+                log.warning("spend total not settled", extra={"error": exc.reason})
 
     async def _reconcile(self, ref: TotalRef) -> int:
         before = await self._totals.store.spent(ref.total_id)
