@@ -1,0 +1,166 @@
+"""The console's Keys page, budget forms, recent dispatches and traffic chart over HTTP, on
+SQLite and on Postgres: what they show, what their forms change, and that bad input or a
+missing CSRF token is refused (a 4xx page, never a 5xx, nothing changed)."""
+
+from __future__ import annotations
+
+import re
+
+from tests.e2e.test_console_http import csrf_of, revision, signed_in
+from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN, Gateway
+
+
+def _key_rows(html: str) -> dict[str, str]:
+    """Each live key's id and its row's text."""
+    body = html.split('<table id="live-keys">', 1)[1].split("</table>", 1)[0]
+    return {
+        key: re.sub(r"<[^>]+>", " ", row)
+        for key, row in re.findall(r'<tr data-key="([^"]+)">(.*?)</tr>', body, re.S)
+    }
+
+
+async def test_keys_lists_live_keys_by_tenant_and_revokes_one_for_every_proxy(
+    gateway: Gateway,
+) -> None:
+    web = await gateway.minted(tenant="acme/web", dispatch_id="k-1")
+    batch = await gateway.minted(tenant="acme/batch", dispatch_id="k-2")
+    gone = await gateway.minted(tenant="acme/web", dispatch_id="k-3")
+    assert (await gateway.revoke(gone["key_id"])).status_code == 204
+    assert (await gateway.chat(web["key"])).status_code == 200
+    async with signed_in(gateway, ADMIN_TOKEN) as client:
+        html = (await client.get("/console/keys")).text
+        shown = _key_rows(html)
+        assert {web["key_id"], batch["key_id"]} <= set(shown)
+        assert gone["key_id"] not in shown  # revoked: not live
+        assert web["key"] not in html  # never the secret
+        assert "openai-main" in shown[web["key_id"]]
+        assert "k-1" in shown[web["key_id"]]
+        only_web = _key_rows((await client.get("/console/keys?tenant=acme/web")).text)
+        assert set(only_web) == {web["key_id"]}
+
+        csrf, _ = await csrf_of(client)
+        answer = await client.post(
+            "/console/keys/revoke",
+            data={"csrf": csrf, "key_id": web["key_id"], "tenant": "acme/web"},
+        )
+        assert answer.status_code == 303
+        assert answer.headers["location"].startswith("/console/keys?tenant=acme%2Fweb&revoked=")
+        after = await client.get(answer.headers["location"])
+        assert f"Revoked <code>{web['key_id']}</code>" in after.text
+        assert web["key_id"] not in _key_rows(after.text)
+    refused = await gateway.chat(web["key"])  # the proxy was told
+    assert refused.status_code in (401, 403), refused.text
+    assert (await gateway.control_get(f"/keys/{web['key_id']}"))["state"] == "revoked"
+
+
+async def test_revoking_needs_the_csrf_token_and_an_operator_session(gateway: Gateway) -> None:
+    minted = await gateway.minted(tenant="acme/web", dispatch_id="k-csrf")
+    async with signed_in(gateway, ADMIN_TOKEN) as client:
+        forged = await client.post(
+            "/console/keys/revoke", data={"csrf": "forged", "key_id": minted["key_id"]}
+        )
+        missing = await client.post("/console/keys/revoke", data={"key_id": minted["key_id"]})
+        csrf, _ = await csrf_of(client)
+        unknown = await client.post(
+            "/console/keys/revoke", data={"csrf": csrf, "key_id": "k_never_minted"}
+        )
+        malformed = await client.post(
+            "/console/keys/revoke", data={"csrf": csrf, "key_id": "not a key"}
+        )
+    assert (forged.status_code, missing.status_code) == (403, 403)
+    assert "Form refused" in forged.text
+    assert unknown.status_code == 404
+    assert malformed.status_code == 400
+    async with signed_in(gateway, CONTROL_TOKEN) as reader:
+        page = (await reader.get("/console/keys")).text
+        assert 'action="/console/keys/revoke"' not in page
+        csrf, _ = await csrf_of(reader)
+        forced = await reader.post(
+            "/console/keys/revoke", data={"csrf": csrf, "key_id": minted["key_id"]}
+        )
+    assert forced.status_code == 403
+    assert "Read-only session" in forced.text
+    assert (await gateway.control_get(f"/keys/{minted['key_id']}"))["state"] == "live"
+
+
+async def test_an_operator_sets_and_clears_a_budget_with_the_apis_audit_record(
+    gateway: Gateway,
+) -> None:
+    async with signed_in(gateway, ADMIN_TOKEN) as client:
+        csrf, seen = await csrf_of(client)
+        form = {"csrf": csrf, "tenant": "acme/web", "revision": str(seen), "reason": "q4 cap"}
+        answer = await client.post(
+            "/console/spend/budget",
+            data={**form, "action": "set", "period": "month", "max_tokens": "1000"},
+        )
+        assert answer.status_code == 303, answer.text
+        done = await client.get(answer.headers["location"])
+        assert "has a budget per month of at most 1000 tokens" in done.text
+        read = await gateway.control_get("/tenants/acme/web/budget")
+        assert read["budget"] == {"period": "month", "max_tokens": 1000, "max_cost": None}
+        audit = await gateway.control_get("/audit")
+        last = audit["records"][-1]
+        assert (last["actor"], last["reason"], last["tenant"]) == (
+            "ops-alice",
+            "q4 cap",
+            "acme/web",
+        )
+
+        stale = await client.post(
+            "/console/spend/budget", data={**form, "action": "clear", "reason": "old view"}
+        )
+        assert stale.status_code == 409  # the chain moved since `seen`
+        cleared = await client.post(
+            "/console/spend/budget",
+            data={**form, "action": "clear", "revision": str(seen + 1), "reason": "done"},
+        )
+        assert cleared.status_code == 303
+        assert "has no budget any more" in (await client.get(cleared.headers["location"])).text
+        audit_page = (await client.get("/console/audit")).text
+        assert "budget cleared" in audit_page
+    assert (await gateway.control_get("/tenants/acme/web/budget"))["budget"] is None
+    assert await revision(gateway) == seen + 2
+
+
+async def test_a_bad_budget_form_is_a_400_page_and_changes_nothing(gateway: Gateway) -> None:
+    async with signed_in(gateway, ADMIN_TOKEN) as client:
+        csrf, seen = await csrf_of(client)
+        form = {"csrf": csrf, "tenant": "acme/web", "revision": str(seen), "reason": "r"}
+        bad = [
+            {**form, "action": "set", "period": "month"},  # no bound
+            {**form, "action": "set", "period": "week", "max_tokens": "5"},
+            {**form, "action": "set", "period": "day", "max_tokens": "-5"},
+            {**form, "action": "set", "period": "day", "max_cost": "1,50"},
+            {**form, "action": "set", "period": "day", "max_tokens": "5", "revision": "x"},
+            {**form, "action": "set", "period": "day", "max_tokens": "5", "reason": ""},
+            {**form, "action": "set", "period": "day", "max_tokens": "5", "tenant": "a b"},
+        ]
+        for fields in bad:
+            answer = await client.post("/console/spend/budget", data=fields)
+            assert answer.status_code == 400, (fields, answer.text)
+            assert "Not done" in answer.text
+        missing = await client.post(
+            "/console/spend/budget",
+            data={k: v for k, v in bad[1].items() if k != "csrf"} | {"max_tokens": "5"},
+        )
+        assert missing.status_code == 403
+    async with signed_in(gateway, CONTROL_TOKEN) as reader:
+        csrf, _ = await csrf_of(reader)
+        forced = await reader.post(
+            "/console/spend/budget",
+            data={**form, "csrf": csrf, "action": "set", "period": "day", "max_tokens": "5"},
+        )
+        assert forced.status_code == 403
+    assert await revision(gateway) == seen
+
+
+async def test_bad_filter_values_are_400_pages(gateway: Gateway) -> None:
+    async with signed_in(gateway, CONTROL_TOKEN) as client:
+        for path in [
+            "/console/keys?tenant=a%20b",
+            "/console/keys?account=nobody",
+        ]:
+            answer = await client.get(path)
+            assert answer.status_code == 400, (path, answer.text)
+            assert "Unknown filter" in answer.text
+            assert answer.headers["content-type"].startswith("text/html")
