@@ -164,3 +164,43 @@ async def test_bad_filter_values_are_400_pages(gateway: Gateway) -> None:
             assert answer.status_code == 400, (path, answer.text)
             assert "Unknown filter" in answer.text
             assert answer.headers["content-type"].startswith("text/html")
+
+
+def _dispatch_rows(html: str) -> dict[str, list[str]]:
+    """Each listed dispatch's id and its cells' text."""
+    body = html.split('<table id="recent-dispatches">', 1)[1].split("</table>", 1)[0]
+    return {
+        dispatch: [
+            re.sub(r"<[^>]+>", "", cell).strip()
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        ]
+        for dispatch, row in re.findall(r'<tr data-dispatch="([^"]+)">(.*?)</tr>', body, re.S)
+    }
+
+
+async def test_recent_dispatches_filter_by_tenant_and_outcome_and_link_to_their_chain(
+    gateway: Gateway,
+) -> None:
+    held = await gateway.minted(tenant="acme/web", dispatch_id="browse-1")
+    again = await gateway.mint(tenant="acme/web", dispatch_id="browse-1")  # lease held: refused
+    assert again.status_code == 409, again.text
+    await gateway.minted(tenant="beta/ci", dispatch_id="browse-2")
+    assert (await gateway.chat(held["key"])).status_code == 200
+    (row,) = await gateway.evidence_for(held["mint_decision_id"])
+    async with signed_in(gateway, CONTROL_TOKEN) as client:
+        every = _dispatch_rows((await client.get("/console/dispatches")).text)
+        assert {"browse-1", "browse-2"} <= set(every)
+        tenant, _, decisions, selected, refused, hop, _, _ = every["browse-1"]
+        assert (tenant, decisions, selected, refused, hop) == ("acme/web", "2", "1", "1", "0")
+        html = (await client.get("/console/dispatches?tenant=acme/web&within=15m")).text
+        assert set(_dispatch_rows(html)) == {"browse-1"}
+        assert 'href="/console/dispatches?tenant=acme%2Fweb&amp;dispatch_id=browse-1"' in html
+        refusals = (await client.get("/console/dispatches?outcome=refused&within=24h")).text
+        assert set(_dispatch_rows(refusals)) == {"browse-1"}
+        assert _dispatch_rows(refusals)["browse-1"][2:5] == ["1", "0", "1"]
+        chain = (await client.get("/console/dispatches?tenant=acme/web&dispatch_id=browse-1")).text
+        assert chain.count('class="decision ') == 2
+        assert f'id="req-{row["request_id"]}"' in chain
+        evidence = (await client.get("/console/evidence?within=15m")).text
+        anchor = f"/console/dispatches?decision={held['mint_decision_id']}#req-{row['request_id']}"
+        assert f'href="{anchor}"' in evidence

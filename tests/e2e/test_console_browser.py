@@ -218,9 +218,10 @@ async def test_a_dispatch_chain_shows_the_hop(console: Console) -> None:
 
     context, page = await console.signed_in(CONTROL_TOKEN)
     await page.get_by_role("link", name="Dispatches").click()
-    await page.get_by_label("Tenant").fill("acme/web")
-    await page.get_by_label("Dispatch id").fill("hop-1")
-    await page.get_by_role("button", name="Find").click()
+    find = page.get_by_role("search", name="Find a dispatch")
+    await find.get_by_label("Tenant").fill("acme/web")
+    await find.get_by_label("Dispatch id").fill("hop-1")
+    await find.get_by_role("button", name="Find").click()
 
     decisions = page.locator("li.decision")
     await expect(decisions).to_have_count(2)

@@ -1,8 +1,9 @@
 """The console's browsing reads (`leasegate.core.ports.browse`) on SQLite and Postgres.
 
-Each is one bounded statement: live keys through the `live_dispatch` index (only a key that
-may be live holds one), dispatches and traffic within a time window through the
-`created_at` / `started_at` indexes, every list with a LIMIT.
+Each read is bounded: live keys through the `live_dispatch` index (only a key that may be live
+holds one) with a LIMIT; recent dispatches from the latest decisions of the time range (a
+LIMITed backward scan of the `created_at` index), then those dispatches' counts through
+`(tenant, dispatch_id, created_at)`; traffic within a time window through `started_at`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,26 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, case, cast, func, literal_column, select
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    and_,
+    case,
+    cast,
+    func,
+    literal_column,
+    select,
+    tuple_,
+)
 
 from leasegate.core.ports.browse import NOT_FAILURES, DispatchSummary, LiveKey, TrafficPoint
 from leasegate.core.records import DecisionOutcome
 from leasegate.db.engine import Database
 from leasegate.db.keys import is_live
 from leasegate.db.models import EvidenceRecordRow, KeyRow, MintDecisionRow
+
+SCAN = 10
+"""Recent dispatches come from the latest `limit * SCAN` decisions the filters keep."""
 
 _D = MintDecisionRow
 _E = EvidenceRecordRow
@@ -62,31 +76,50 @@ class BrowseRepository:
         outcome: DecisionOutcome | None,
         limit: int,
     ) -> list[DispatchSummary]:
-        last_at = func.max(_D.created_at)
-        query: Any = (
-            select(
-                _D.tenant,
-                _D.dispatch_id,
-                func.count(),
-                func.coalesce(func.sum(case((_D.outcome == "selected", 1), else_=0)), 0),
-                func.coalesce(func.sum(case((_D.outcome == "refused", 1), else_=0)), 0),
-                func.max(_D.hop),
-                func.min(_D.created_at),
-                last_at,
-                func.max(_D.id),
-            )
-            .where(_D.created_at >= since, _D.created_at < until)
-            .group_by(_D.tenant, _D.dispatch_id)
-            .order_by(last_at.desc(), _D.tenant, _D.dispatch_id)
+        window = and_(_D.created_at >= since, _D.created_at < until)
+        kept: list[ColumnElement[bool]] = [window]
+        if tenant is not None:
+            kept.append(_D.tenant == tenant)
+        if outcome is not None:
+            kept.append(_D.outcome == outcome)
+        # 1. the dispatches of the latest decisions kept: a backward scan of the created_at
+        # index (or of tenant, dispatch_id, created_at), at most `limit * SCAN` rows
+        latest = (
+            select(_D.tenant, _D.dispatch_id, _D.created_at)
+            .where(*kept)
+            .order_by(_D.created_at.desc())
+            .limit(limit * SCAN)
+            .subquery()
+        )
+        newest = func.max(latest.c.created_at)
+        dispatches = (
+            select(latest.c.tenant, latest.c.dispatch_id)
+            .group_by(latest.c.tenant, latest.c.dispatch_id)
+            .order_by(newest.desc(), latest.c.tenant, latest.c.dispatch_id)
             .limit(limit)
         )
-        if tenant is not None:
-            query = query.where(_D.tenant == tenant)
-        if outcome is not None:
-            query = query.where(_D.outcome == outcome)
         async with self._db.session() as session:
-            rows = (await session.execute(query)).all()
-        return [
+            pairs = [(t, d) for t, d in (await session.execute(dispatches)).all()]
+            if not pairs:
+                return []
+            # 2. their decisions kept in the window, through (tenant, dispatch_id, created_at)
+            last_at = func.max(_D.created_at)
+            counts = (
+                select(
+                    _D.tenant,
+                    _D.dispatch_id,
+                    func.count(),
+                    func.coalesce(func.sum(case((_D.outcome == "selected", 1), else_=0)), 0),
+                    func.coalesce(func.sum(case((_D.outcome == "refused", 1), else_=0)), 0),
+                    func.max(_D.hop),
+                    func.min(_D.created_at),
+                    last_at,
+                )
+                .where(tuple_(_D.tenant, _D.dispatch_id).in_(pairs), *kept)
+                .group_by(_D.tenant, _D.dispatch_id)
+            )
+            rows = (await session.execute(counts)).all()
+        found = [
             DispatchSummary(
                 tenant=t,
                 dispatch_id=d,
@@ -96,10 +129,10 @@ class BrowseRepository:
                 max_hop=int(hop),
                 first_at=_aware(first),
                 last_at=_aware(last),
-                last_decision_id=last_id,
             )
-            for t, d, n, selected, refused, hop, first, last, last_id in rows
+            for t, d, n, selected, refused, hop, first, last in rows
         ]
+        return sorted(found, key=lambda s: (-s.last_at.timestamp(), s.tenant, s.dispatch_id))
 
     async def traffic(
         self, since: datetime, until: datetime, bucket_s: int, *, account_ids: Sequence[str]

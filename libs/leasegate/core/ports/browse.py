@@ -41,8 +41,6 @@ class DispatchSummary:
     max_hop: int
     first_at: datetime
     last_at: datetime
-    last_decision_id: str
-    """The newest decision kept: the chain view opens on its dispatch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +76,9 @@ class Browse(Protocol):
         limit: int,
     ) -> list[DispatchSummary]:
         """The dispatches with a decision created in `[since, until)` (of that tenant and
-        outcome when given), the most recently decided first."""
+        outcome when given), the most recently decided first: at most `limit`, found among the
+        latest decisions kept (a bounded read however long the range), each with the counts
+        of its decisions kept."""
         ...
 
     async def traffic(

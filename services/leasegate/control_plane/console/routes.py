@@ -78,9 +78,10 @@ def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(_session_pages(runtime, auth))
     app.include_router(_pool_pages(runtime, auth))
-    app.include_router(read_pages(runtime, auth))
+    browse = BrowseRepository(runtime.stores.database)
+    app.include_router(read_pages(runtime, auth, browse))
     app.include_router(spend_pages(runtime, auth))
-    app.include_router(key_pages(runtime, auth, BrowseRepository(runtime.stores.database)))
+    app.include_router(key_pages(runtime, auth, browse))
 
 
 def _store_down_as_a_page(app: FastAPI) -> None:
