@@ -204,3 +204,32 @@ async def test_recent_dispatches_filter_by_tenant_and_outcome_and_link_to_their_
         evidence = (await client.get("/console/evidence?within=15m")).text
         anchor = f"/console/dispatches?decision={held['mint_decision_id']}#req-{row['request_id']}"
         assert f'href="{anchor}"' in evidence
+
+
+async def test_traffic_counts_requests_and_failures_per_account_as_inline_svg(
+    gateway: Gateway,
+) -> None:
+    served = await gateway.minted(tenant="acme/web", dispatch_id="traffic-1")
+    for _ in range(2):
+        assert (await gateway.chat(served["key"])).status_code == 200
+    await gateway.evidence_for(served["mint_decision_id"], count=2)
+    async with signed_in(gateway, CONTROL_TOKEN) as client:
+        html = (await client.get("/console/traffic?within=15m")).text
+        bad = await client.get("/console/traffic?within=forever")
+    totals = re.search(r'<tr data-account="openai-main">(.*?)</tr>', html, re.S)
+    assert totals is not None
+    cells = [
+        re.sub(r"<[^>]+>", "", c).strip()
+        for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", totals.group(1))
+    ]
+    assert cells == ["openai-main", "2", "0", "0 %"]
+    chart = re.search(
+        r'<figure class="chart traffic" data-account="openai-main">(.*?)</figure>', html, re.S
+    )
+    assert chart is not None
+    # 30 s buckets over 15 min: 31 when the range starts mid-bucket
+    assert len(re.findall(r'<rect class="requests"', chart.group(1))) in (30, 31)
+    assert "2 requests, 0 failed" in chart.group(1)
+    assert "Traffic of claude-main: 0 requests" in html  # an idle account still has its chart
+    assert bad.status_code == 400
+    assert "Unknown filter" in bad.text

@@ -27,6 +27,9 @@ PAGES = [
     "/console/actions",
     "/console/dispatches",
     "/console/evidence",
+    "/console/traffic",
+    "/console/keys",
+    "/console/spend",
     "/console/audit",
 ]
 

@@ -27,6 +27,7 @@ from leasegate.control_plane.console.session import (
     new_session,
 )
 from leasegate.control_plane.console.spend import spend_pages
+from leasegate.control_plane.console.traffic import traffic_pages
 from leasegate.control_plane.console.web import (
     STATIC_DIR,
     ConsoleAuth,
@@ -82,6 +83,7 @@ def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
     app.include_router(read_pages(runtime, auth, browse))
     app.include_router(spend_pages(runtime, auth))
     app.include_router(key_pages(runtime, auth, browse))
+    app.include_router(traffic_pages(runtime, auth, browse))
 
 
 def _store_down_as_a_page(app: FastAPI) -> None:
