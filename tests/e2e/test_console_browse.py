@@ -5,9 +5,20 @@ missing CSRF token is refused (a 4xx page, never a 5xx, nothing changed)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+from leasegate.demo.upstream import MockUpstream
 from tests.e2e.test_console_http import csrf_of, revision, signed_in
-from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN, Gateway
+from tests.fixtures.databases import create_database, drop_database, pg_url
+from tests.fixtures.gateways import (
+    ADMIN_TOKEN,
+    CONTROL_TOKEN,
+    Gateway,
+    account_entry,
+    gateway_env,
+    in_process_gateway,
+)
+from tests.fixtures.services import production_stores
 
 
 def _key_rows(html: str) -> dict[str, str]:
@@ -233,3 +244,33 @@ async def test_traffic_counts_requests_and_failures_per_account_as_inline_svg(
     assert "Traffic of claude-main: 0 requests" in html  # an idle account still has its chart
     assert bad.status_code == 400
     assert "Unknown filter" in bad.text
+
+
+async def test_a_page_whose_database_is_gone_is_a_503_page_the_api_an_envelope(
+    tmp_path: Path,
+) -> None:
+    name = await create_database(migrated=True)
+    try:
+        async with (
+            production_stores(pg_url(name)) as stores,
+            MockUpstream() as upstream,
+        ):
+            accounts = [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})]
+            env = gateway_env(tmp_path, accounts, **stores)
+            async with in_process_gateway(env, [upstream]) as gateway:
+                async with signed_in(gateway, ADMIN_TOKEN) as client:
+                    assert (await client.get("/console/keys")).status_code == 200
+                    await drop_database(name)
+                    for path in ("/console/keys", "/console/dispatches", "/console/traffic"):
+                        down = await client.get(path)
+                        assert down.status_code == 503, (path, down.text)
+                        assert down.headers["content-type"].startswith("text/html")
+                        assert "Store unavailable" in down.text
+                        assert down.headers["retry-after"] == "2"
+                api = await gateway.client.get(
+                    f"{gateway.url}/control/v2/evidence", headers=gateway.control_headers
+                )
+                assert api.status_code == 503
+                assert api.json()["error"]["code"] == "unavailable"
+    finally:
+        await drop_database(name)

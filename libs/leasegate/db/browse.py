@@ -167,7 +167,7 @@ class BrowseRepository:
             seconds: ColumnElement[Any] = func.extract("epoch", _E.started_at)
             return cast(func.floor(seconds / width), Integer)
         # SQLite keeps naive UTC text: strftime('%s') reads it as UTC seconds
-        return cast(func.strftime("%s", _E.started_at), Integer) / width
+        return cast(func.strftime("%s", _E.started_at), Integer) // width  # integer division
 
 
 def _aware(value: datetime | str) -> datetime:
