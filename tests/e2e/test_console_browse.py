@@ -57,7 +57,9 @@ async def test_keys_lists_live_keys_by_tenant_and_revokes_one_for_every_proxy(
         assert answer.status_code == 303
         assert answer.headers["location"].startswith("/console/keys?tenant=acme%2Fweb&revoked=")
         after = await client.get(answer.headers["location"])
-        assert f"Revoked <code>{web['key_id']}</code>" in after.text
+        assert f"Revoked <code>{web['key_id']}</code> (acme/web, k-1) at " in after.text
+        live = await client.get(f"/console/keys?revoked={batch['key_id']}")
+        assert "Revoked" not in live.text  # only a key that has ended is said to be
         assert web["key_id"] not in _key_rows(after.text)
     refused = await gateway.chat(web["key"])  # the proxy was told
     assert refused.status_code in (401, 403), refused.text

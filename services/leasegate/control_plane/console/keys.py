@@ -27,6 +27,7 @@ from leasegate.control_plane.schemas import ID_PATTERN
 from leasegate.core.errors import GatewayError
 from leasegate.core.ids import RECORD_ID
 from leasegate.core.ports.browse import Browse
+from leasegate.core.records import KeyRecord
 
 _TENANT = re.compile(ID_PATTERN)
 KEY_ROWS = 200
@@ -55,7 +56,7 @@ def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> API
             "limit": KEY_ROWS,
             "accounts": accounts,
             "filters": {"tenant": tenant, "account": account},
-            "revoked": revoked if RECORD_ID.fullmatch(revoked) else None,
+            "revoked": await _ended(runtime, revoked),
         }
         return page(request, "keys.html", context, session=session)
 
@@ -79,3 +80,11 @@ def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> API
         return RedirectResponse(f"/console/keys?{query}", status_code=303)
 
     return router
+
+
+async def _ended(runtime: ControlRuntime, key_id: str) -> KeyRecord | None:
+    """The key the page says was revoked: only one that has indeed ended."""
+    if not RECORD_ID.fullmatch(key_id):
+        return None
+    key = await runtime.stores.store.get_key(key_id)
+    return key if key is not None and key.revoked_at is not None else None
