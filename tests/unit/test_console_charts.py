@@ -58,6 +58,11 @@ def test_buckets_cover_the_range_aligned_to_the_epoch_and_rows_without_account_s
     starts = bucket_starts(since, since + timedelta(minutes=15), 30)
     assert starts[0] == datetime(2026, 12, 3, 8, 0, 30, tzinfo=UTC)
     assert len(starts) == 31
+    # a bucket begun a fraction of a second before the range ends is drawn (its rows count)
+    just_begun = bucket_starts(since, datetime(2026, 12, 3, 8, 15, 0, 400_000, tzinfo=UTC), 30)
+    assert just_begun[-1] == datetime(2026, 12, 3, 8, 15, 0, tzinfo=UTC)
+    exact = bucket_starts(since, datetime(2026, 12, 3, 8, 15, 0, tzinfo=UTC), 30)
+    assert exact[-1] == datetime(2026, 12, 3, 8, 14, 30, tzinfo=UTC)
     points = [TrafficPoint(None, starts[1], 2, 2)]
     charts = account_traffic(["a", "b"], points, starts)
     assert [(c.account, c.requests, c.failures) for c in charts] == [

@@ -4,6 +4,7 @@ script, nothing from another origin)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -36,10 +37,11 @@ class AccountTraffic:
 
 
 def bucket_starts(since: datetime, until: datetime, bucket_s: int) -> list[datetime]:
-    """Every bucket (aligned to the epoch) that overlaps `[since, until)`."""
+    """Every bucket (aligned to the epoch) that overlaps `[since, until)`: the last one may
+    have begun less than a second before `until`."""
     first = int(since.timestamp()) // bucket_s * bucket_s
-    last = int(until.timestamp())
-    return [datetime.fromtimestamp(t, UTC) for t in range(first, last, bucket_s)]
+    end = math.ceil(until.timestamp())
+    return [datetime.fromtimestamp(t, UTC) for t in range(first, end, bucket_s)]
 
 
 def account_traffic(
