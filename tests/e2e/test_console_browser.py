@@ -218,9 +218,10 @@ async def test_a_dispatch_chain_shows_the_hop(console: Console) -> None:
 
     context, page = await console.signed_in(CONTROL_TOKEN)
     await page.get_by_role("link", name="Dispatches").click()
-    await page.get_by_label("Tenant").fill("acme/web")
-    await page.get_by_label("Dispatch id").fill("hop-1")
-    await page.get_by_role("button", name="Find").click()
+    find = page.get_by_role("search", name="Find a dispatch")
+    await find.get_by_label("Tenant").fill("acme/web")
+    await find.get_by_label("Dispatch id").fill("hop-1")
+    await find.get_by_role("button", name="Find").click()
 
     decisions = page.locator("li.decision")
     await expect(decisions).to_have_count(2)
@@ -367,4 +368,75 @@ async def test_spend_shows_a_tenant_budget_and_the_day_chart_drawn_in_the_page(
     await expect(by_tenant).to_contain_text("spend/browser")
     assert all(url.startswith(gw.url) for url in requests)  # nothing from another origin
     await shot(page, "spend")
+    await context.close()
+
+
+async def test_an_operator_walks_keys_budgets_dispatches_and_traffic(console: Console) -> None:
+    gw = console.gateway
+    walked = await gw.minted(tenant="walk/ops", dispatch_id="walk-1", model="gpt-4o")
+    assert (await gw.chat(walked["key"], model="gpt-4o")).status_code == 200
+    await gw.evidence_for(walked["mint_decision_id"])
+    context, page = await console.signed_in(ADMIN_TOKEN)
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+
+    # Keys: only this tenant's key, revoked with its button; the proxy refuses it at once
+    await page.get_by_role("link", name="Keys").click()
+    await page.get_by_label("Tenant").fill("walk/ops")
+    await page.get_by_role("button", name="Show keys").click()
+    rows = page.locator("#live-keys tbody tr")
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_contain_text("walk-1")
+    await shot(page, "keys")
+    await page.get_by_role("button", name=f"Revoke {walked['key_id']}").click()
+    await expect(page.get_by_role("status")).to_contain_text(f"Revoked {walked['key_id']}")
+    await expect(page.locator("#live-keys tbody")).to_contain_text("No live key matches")
+    refused = await gw.chat(walked["key"], model="gpt-4o")
+    assert refused.status_code in (401, 403), refused.text
+
+    # Spend: set a budget, then clear it; both are audit records
+    await page.get_by_role("link", name="Spend").click()
+    form = page.get_by_role("form", name="Set a tenant budget")
+    await form.get_by_label("Tenant").fill("walk/ops")
+    await form.get_by_label("Period").select_option("day")
+    await form.get_by_label("Max tokens").fill("5000")
+    await form.get_by_label("Reason").fill("walk cap")
+    await form.get_by_role("button", name="Set budget").click()
+    await expect(page.get_by_role("status")).to_contain_text(
+        "walk/ops has a budget per day of at most 5000 tokens"
+    )
+    budget_row = page.locator("#budgets tr", has_text="walk/ops")
+    await expect(budget_row).to_contain_text("5000")
+    await shot(page, "spend-budget-set")
+    await budget_row.get_by_label("Reason for clearing walk/ops").fill("walk over")
+    await budget_row.get_by_role("button", name="Clear walk/ops").click()
+    await expect(page.get_by_role("status")).to_contain_text("walk/ops has no budget any more")
+    await expect(page.locator("#budgets tr", has_text="walk/ops")).to_have_count(0)
+    await page.get_by_role("link", name="Audit").click()
+    await expect(page.get_by_role("cell", name="walk cap")).to_be_visible()
+    await expect(page.get_by_role("cell", name="walk over")).to_be_visible()
+
+    # Dispatches: this tenant's, then into its chain
+    await page.get_by_role("link", name="Dispatches").click()
+    recent = page.get_by_role("search", name="Recent dispatches")
+    await recent.get_by_label("Only tenant").fill("walk/ops")
+    await recent.get_by_label("Decided").select_option("selected")
+    await recent.get_by_label("Within").select_option("15m")
+    await recent.get_by_role("button", name="Show dispatches").click()
+    listed = page.locator("#recent-dispatches tbody tr")
+    await expect(listed).to_have_count(1)
+    await shot(page, "dispatches-recent")
+    await listed.get_by_role("link", name="walk-1").click()
+    await expect(page.locator("li.decision")).to_have_count(1)
+    await expect(page.locator("li.decision")).to_contain_text("revoked")
+
+    # Traffic: a chart per account, drawn in the page
+    await page.get_by_role("link", name="Traffic").click()
+    chart = page.get_by_role("img", name="Traffic of primary")
+    await expect(chart).to_be_visible()
+    assert await chart.locator("rect.requests").count() >= 60
+    served = page.locator('#traffic-totals tr[data-account="primary"] td').first
+    assert int(await served.inner_text()) >= 1
+    await shot(page, "traffic")
+    assert all(url.startswith(gw.url) for url in requests)  # nothing from another origin
     await context.close()

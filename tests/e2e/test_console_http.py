@@ -27,6 +27,9 @@ PAGES = [
     "/console/actions",
     "/console/dispatches",
     "/console/evidence",
+    "/console/traffic",
+    "/console/keys",
+    "/console/spend",
     "/console/audit",
 ]
 
@@ -167,7 +170,10 @@ async def test_forms_without_the_csrf_token_or_from_a_read_only_session_are_refu
     ("path", "data"),
     [
         ("/console/dispatches?tenant=acme/web&dispatch_id=%00", None),
-        ("/console/dispatches?tenant=acme/web", None),
+        ("/console/dispatches?dispatch_id=d-1", None),
+        ("/console/dispatches?tenant=a%20b", None),
+        ("/console/dispatches?outcome=granted", None),
+        ("/console/dispatches?within=forever", None),
         ("/console/evidence?outcome=everything", None),
         ("/console/evidence?account=nobody", None),
         ("/console/actions", {"account": "nobody", "action": "drain", "reason": "r"}),

@@ -20,9 +20,9 @@ from fastapi import APIRouter, Depends, Header, Path, Request
 from pydantic import model_validator
 
 from leasegate.audit import BudgetFields
+from leasegate.control_plane.budget_change import change_budget
 from leasegate.control_plane.callers import admin_caller
 from leasegate.control_plane.deps import OverlayVerdict
-from leasegate.control_plane.overlay import BudgetChange
 from leasegate.control_plane.schemas import ID_PATTERN, AuditedBody, MaxCost, MaxTokens
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
@@ -87,15 +87,7 @@ def tenants_router(runtime: ControlRuntime) -> APIRouter:
         authorization: Annotated[str | None, Header()] = None,
     ) -> TenantBudgetChanged:
         caller = await admin(request, authorization)
-        change = BudgetChange(
-            budget=body.fields(tenant),
-            expected_revision=body.expected_revision,
-            reason=body.reason,
-            actor=caller.name,
-            on_behalf_of=body.on_behalf_of,
-        )
-        record, _ = await runtime.overlay.mutate(change)
-        await runtime.reconciler.budget_set(tenant)
+        record = await change_budget(runtime, tenant, body, caller.name)
         view = await tenant_view(runtime, tenant)
         appended = TenantBudgetRecord.model_validate(record, from_attributes=True)
         return TenantBudgetChanged(**dict(view), record=appended)

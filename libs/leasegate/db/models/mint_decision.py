@@ -47,6 +47,9 @@ class MintDecisionRow(Base):
             postgresql_where=text("refusal_code = 'no-eligible-account'"),
             sqlite_where=text("refusal_code = 'no-eligible-account'"),
         ),
+        # The console's latest decisions of a time range, and one dispatch's decisions.
+        Index("ix_mint_decisions_created_at", "created_at"),
+        Index("ix_mint_decisions_tenant_dispatch", "tenant", "dispatch_id", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)

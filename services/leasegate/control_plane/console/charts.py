@@ -24,16 +24,22 @@ class Bar:
     value: str
 
 
-def bars(points: Sequence[tuple[str, float]], shown: Sequence[str] | None = None) -> list[Bar]:
-    """One bar per point, left to right, the largest value filling the height; negative
-    values are drawn as zero. `shown` is each value's text (default: the number)."""
+def bars(
+    points: Sequence[tuple[str, float]],
+    shown: Sequence[str] | None = None,
+    top: float | None = None,
+) -> list[Bar]:
+    """One bar per point, left to right, the largest value (or `top`, to draw several series
+    to one scale) filling the height; negative values are drawn as zero. `shown` is each
+    value's text (default: the number)."""
     if not points:
         return []
-    top = max(max(value for _, value in points), 0.0)
+    if top is None:
+        top = max(max(value for _, value in points), 0.0)
     slot = WIDTH / len(points)
     drawn = []
     for i, (label, value) in enumerate(points):
-        height = 0.0 if top == 0 else HEIGHT * max(value, 0.0) / top
+        height = 0.0 if top <= 0 else HEIGHT * min(max(value, 0.0), top) / top
         text = shown[i] if shown is not None else f"{value:g}"
         drawn.append(
             Bar(

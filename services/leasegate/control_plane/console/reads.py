@@ -1,11 +1,12 @@
-"""The console's read pages: Dispatches, Evidence and Audit, over the control plane's stores."""
+"""The console's read pages: Dispatches (the recent ones, or one dispatch's chain), Evidence
+and Audit, over the control plane's stores."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 from fastapi import APIRouter
 from starlette.requests import Request
@@ -17,11 +18,15 @@ from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import ID_PATTERN
 from leasegate.control_plane.views import evidence_view
 from leasegate.core.clock import iso
+from leasegate.core.ports.browse import Browse
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.witness import Witness
-from leasegate.core.records import RENEWED, REVOKED, KeyRecord, Outcome
+from leasegate.core.records import RENEWED, REVOKED, DecisionOutcome, KeyRecord, Outcome
 
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
+DECISION_OUTCOMES: tuple[str, ...] = get_args(DecisionOutcome)
+DISPATCH_ROWS = 100
+DEFAULT_WINDOW = "1h"
 _ID = re.compile(ID_PATTERN)
 _EVIDENCE_ROWS = 100
 WINDOWS = {
@@ -30,7 +35,7 @@ WINDOWS = {
     "24h": timedelta(days=1),
     "7d": timedelta(days=7),
 }
-"""The evidence page's time ranges (rows started within the last ...)."""
+"""The time ranges of the evidence, dispatches and traffic pages (within the last ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +62,17 @@ def key_life(key: KeyRecord, now: datetime) -> list[LifeEvent]:
     return events
 
 
-def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
+def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/dispatches")
     async def dispatches(
-        request: Request, tenant: str = "", dispatch_id: str = "", decision: str = ""
+        request: Request,
+        tenant: str = "",
+        dispatch_id: str = "",
+        decision: str = "",
+        outcome: str = "",
+        within: str = "",
     ) -> Response:
         session = await auth.session(request)
         if decision and _ID.fullmatch(decision):
@@ -71,18 +81,43 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             if found is not None:
                 tenant = found.tenant
                 dispatch_id = found.dispatch_id
+        filters = {"tenant": tenant, "outcome": outcome, "within": within or DEFAULT_WINDOW}
         context: dict[str, Any] = {
             "nav": "dispatches",
             "tenant": tenant,
             "dispatch_id": dispatch_id,
             "chain": None,
+            "recent": None,
             "error": None,
+            "filters": filters,
+            "outcomes": DECISION_OUTCOMES,
+            "windows": tuple(WINDOWS),
+            "limit": DISPATCH_ROWS,
         }
-        if tenant or dispatch_id:
+        if dispatch_id:  # one dispatch's chain
             if not (_ID.fullmatch(tenant) and _ID.fullmatch(dispatch_id)):
                 context["error"] = "Give both a tenant and a dispatch id (letters, digits, ._:/@-)."
                 return page(request, "dispatches.html", context, session=session, status=400)
             context["chain"] = await _chain(runtime, tenant, dispatch_id)
+            return page(request, "dispatches.html", context, session=session)
+        if (
+            (tenant and not _ID.fullmatch(tenant))
+            or outcome not in ("", *DECISION_OUTCOMES)
+            or filters["within"] not in WINDOWS
+        ):
+            context["error"] = (
+                "Pick the outcome and time range from the lists (a tenant: letters, digits, "
+                "._:/@-)."
+            )
+            return page(request, "dispatches.html", context, session=session, status=400)
+        now = runtime.clock.now()
+        context["recent"] = await browse.recent_dispatches(
+            now - WINDOWS[filters["within"]],
+            now + timedelta(microseconds=1),
+            tenant=tenant or None,
+            outcome=cast("DecisionOutcome", outcome) if outcome else None,
+            limit=DISPATCH_ROWS,
+        )
         return page(request, "dispatches.html", context, session=session)
 
     @router.get("/evidence")

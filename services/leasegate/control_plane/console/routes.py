@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from leasegate.control_plane.admin import change_state
 from leasegate.control_plane.callers import client_address
+from leasegate.control_plane.console.keys import key_pages
 from leasegate.control_plane.console.pool import pool_view
 from leasegate.control_plane.console.reads import read_pages
 from leasegate.control_plane.console.session import (
@@ -24,19 +27,26 @@ from leasegate.control_plane.console.session import (
     new_session,
 )
 from leasegate.control_plane.console.spend import spend_pages
+from leasegate.control_plane.console.traffic import traffic_pages
 from leasegate.control_plane.console.web import (
     STATIC_DIR,
     ConsoleAuth,
     SessionStoreDown,
     SignInRequired,
+    csrf_refused,
     form_fields,
     message,
     page,
+    read_only,
     to_sign_in,
 )
 from leasegate.control_plane.overlay import StateChange
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.errors import GatewayError, retry_after_header
+from leasegate.core.ports.errors import StoreError
+from leasegate.db.browse import BrowseRepository
+
+log = logging.getLogger("leasegate.console")
 
 _STATES = {"disable": "disabled", "drain": "draining", "enable": "enabled"}
 STORE_DOWN_RETRY_S = 2.0
@@ -64,12 +74,41 @@ def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
 
     app.add_exception_handler(SignInRequired, on_sign_in_required)
     app.add_exception_handler(SessionStoreDown, on_session_store_down)
+    _store_down_as_a_page(app)
     _retire_at_start_up(app, auth)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(_session_pages(runtime, auth))
     app.include_router(_pool_pages(runtime, auth))
-    app.include_router(read_pages(runtime, auth))
+    browse = BrowseRepository(runtime.stores.database)
+    app.include_router(read_pages(runtime, auth, browse))
     app.include_router(spend_pages(runtime, auth))
+    app.include_router(key_pages(runtime, auth, browse))
+    app.include_router(traffic_pages(runtime, auth, browse))
+
+
+def _store_down_as_a_page(app: FastAPI) -> None:
+    """A console page whose database or Redis read failed answers a 503 page saying so (with
+    Retry-After); the API keeps its JSON envelope (the handler installed before this one)."""
+    api_handler = app.exception_handlers.get(StoreError)
+
+    async def on_store_error(request: Request, exc: Exception) -> Response:
+        if not request.url.path.startswith("/console") and api_handler is not None:
+            answered = api_handler(request, exc)
+            return await answered if inspect.isawaitable(answered) else answered
+        reason = exc.reason if isinstance(exc, StoreError) else type(exc).__name__
+        log.error("console store unavailable", extra={"path": request.url.path, "error": reason})
+        response = message(
+            request,
+            None,
+            503,
+            "Store unavailable",
+            "The database or Redis did not answer this page's read, so it cannot be shown "
+            "now. Nothing was changed by it. Try again shortly.",
+        )
+        response.headers["Retry-After"] = retry_after_header(STORE_DOWN_RETRY_S)
+        return response
+
+    app.add_exception_handler(StoreError, on_store_error)
 
 
 def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
@@ -131,7 +170,7 @@ def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     async def sign_out(request: Request) -> Response:
         session = await auth.session(request, acting=True)
         if not csrf_matches(session, (await form_fields(request)).get("csrf")):
-            return _csrf_refused(request, session)
+            return csrf_refused(request, session)
         await auth.close(session)  # for every replica, before the cookie goes
         response = to_sign_in()
         response.delete_cookie(COOKIE_NAME, path="/console")
@@ -169,16 +208,9 @@ def _pool_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
         session = await auth.session(request, acting=True)
         fields = await form_fields(request)
         if not csrf_matches(session, fields.get("csrf")):
-            return _csrf_refused(request, session)
+            return csrf_refused(request, session)
         if not session.can_act:
-            return message(
-                request,
-                session,
-                403,
-                "Read-only session",
-                "This session was opened with the control token: it can read, not act. "
-                "Sign in with an operator token to change an account.",
-            )
+            return read_only(request, session, "change an account")
         return await _apply(request, runtime, session, fields)
 
     return router
@@ -235,14 +267,3 @@ def _throttled(request: Request, wait_s: float) -> Response:
     response = page(request, "sign_in.html", {"error": error}, session=None, status=429)
     response.headers["Retry-After"] = retry_after
     return response
-
-
-def _csrf_refused(request: Request, session: Session) -> Response:
-    return message(
-        request,
-        session,
-        403,
-        "Form refused",
-        "The form's anti-forgery token is missing or does not match this session. "
-        "Reload the page and try again.",
-    )

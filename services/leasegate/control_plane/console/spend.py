@@ -1,22 +1,36 @@
 """The console's Spend page: today's and this month's usage per tenant, account and
 model (the usage read `GET /control/v2/usage` serves), the tenant budgets (bound, spent,
 fraction, period end, as `GET /control/v2/tenants` serves them) and spend per day this month
-as an inline SVG chart."""
+as an inline SVG chart. An operator sets or clears a tenant's budget here with the API's own
+validation and audit record (`budget_change.change_budget`)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter
+from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 
+from leasegate.control_plane.budget_change import change_budget
 from leasegate.control_plane.console.charts import HEIGHT, WIDTH, bars
-from leasegate.control_plane.console.web import ConsoleAuth, page
+from leasegate.control_plane.console.session import csrf_matches
+from leasegate.control_plane.console.web import (
+    ConsoleAuth,
+    csrf_refused,
+    form_fields,
+    message,
+    page,
+    read_only,
+)
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.tenants import budgets_view
+from leasegate.control_plane.schemas import ID_PATTERN
+from leasegate.control_plane.tenants import TenantBudgetBody, budgets_view
 from leasegate.control_plane.usage import start_of_day, usage_view
+from leasegate.core.errors import GatewayError
 from leasegate.db.usage import Grouping
 
 _GROUPS: tuple[tuple[Grouping, str], ...] = (
@@ -25,13 +39,14 @@ _GROUPS: tuple[tuple[Grouping, str], ...] = (
     ("model", "Model"),
 )
 _ROWS = 100
+_TENANT = re.compile(ID_PATTERN)
 
 
 def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/spend")
-    async def spend(request: Request) -> Response:
+    async def spend(request: Request, done: int | None = None) -> Response:
         session = await auth.session(request)
         now = runtime.clock.now()
         end = now + timedelta(microseconds=1)
@@ -53,9 +68,15 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
         ]
         tokens = [(str(g.keys["day"]), float(g.input_tokens + g.output_tokens)) for g in per_day]
         priced = any(g.cost is not None for g in per_day)
+        budgets = await budgets_view(runtime)
+        record = None
+        if done is not None:
+            _, snapshot = await runtime.overlay.read_full()
+            record = next((r for r in snapshot.records if r.seq == done), None)
         context = {
             "nav": "spend",
-            "budgets": await budgets_view(runtime),
+            "budgets": budgets,
+            "done": record,
             "tables": tables,
             "chart": bars(points if priced else tokens),
             "chart_unit": runtime.registry.currency if priced else "tokens",
@@ -65,7 +86,49 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
         }
         return page(request, "spend.html", context, session=session)
 
+    @router.post("/spend/budget")
+    async def budget(request: Request) -> Response:
+        session = await auth.session(request, acting=True)
+        fields = await form_fields(request)
+        if not csrf_matches(session, fields.get("csrf")):
+            return csrf_refused(request, session)
+        if not session.can_act:
+            return read_only(request, session, "change a tenant budget")
+        tenant = fields.get("tenant", "").strip()
+        body = budget_body(fields)
+        if not _TENANT.fullmatch(tenant) or isinstance(body, str):
+            problem = body if isinstance(body, str) else "Tenant: letters, digits, ._:/@-."
+            return message(request, session, 400, "Not done", problem)
+        try:
+            record = await change_budget(runtime, tenant, body, session.name)
+        except GatewayError as error:
+            return message(request, session, error.status, "Not done", error.message)
+        return RedirectResponse(f"/console/spend?done={record.seq}", status_code=303)
+
     return router
+
+
+def budget_body(fields: dict[str, str]) -> TenantBudgetBody | str:
+    """The form as the API's body (the same validation), or what is wrong with it."""
+    clearing = fields.get("action") == "clear"
+    data = {"expected_revision": fields.get("revision", ""), "reason": fields.get("reason", "")}
+    if clearing:
+        data["clear"] = "true"
+    else:
+        data["period"] = fields.get("period", "")
+        for bound in ("max_tokens", "max_cost"):
+            if value := fields.get(bound, "").strip():
+                data[bound] = value
+    try:
+        return TenantBudgetBody.model_validate_strings(data)
+    except ValidationError as error:
+        return "; ".join(_problem(e) for e in error.errors(include_url=False))
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"])
+    text = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}: {text}" if where else text
 
 
 async def _usage(

@@ -168,6 +168,35 @@ def message(
     )
 
 
+def csrf_refused(request: Request, session: Session) -> HTMLResponse:
+    return message(
+        request,
+        session,
+        403,
+        "Form refused",
+        "The form's anti-forgery token is missing or does not match this session. "
+        "Reload the page and try again.",
+    )
+
+
+def read_only(request: Request, session: Session, what: str) -> HTMLResponse:
+    return message(
+        request,
+        session,
+        403,
+        "Read-only session",
+        "This session was opened with the control token: it can read, not act. "
+        f"Sign in with an operator token to {what}.",
+    )
+
+
+def unknown_filter(request: Request, session: Session, hint: str) -> HTMLResponse:
+    """A filter value the page does not offer: 400, never a query."""
+    return message(
+        request, session, 400, "Unknown filter", f"Pick the filters from the lists. {hint}"
+    )
+
+
 def to_sign_in() -> RedirectResponse:
     return RedirectResponse(SIGN_IN, status_code=303)
 

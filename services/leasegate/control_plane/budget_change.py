@@ -1,0 +1,31 @@
+"""Changing a tenant's budget: the one step the API's `POST /tenants/{tenant}/budget` and the
+console's Spend page both take. The body (`TenantBudgetBody`) has already been validated; the
+change is appended to the audit chain (refused with `revision-conflict` when the chain moved
+since `expected_revision`), then the tenant's running total is brought up to date."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from leasegate.audit import AuditRecord
+from leasegate.control_plane.overlay import BudgetChange
+
+if TYPE_CHECKING:  # tenants.py imports this module; the runtime imports the overlay
+    from leasegate.control_plane.runtime import ControlRuntime
+    from leasegate.control_plane.tenants import TenantBudgetBody
+
+
+async def change_budget(
+    runtime: ControlRuntime, tenant: str, body: TenantBudgetBody, actor: str
+) -> AuditRecord:
+    """Set or clear `tenant`'s budget as `actor` (the operator token's name); the record."""
+    change = BudgetChange(
+        budget=body.fields(tenant),
+        expected_revision=body.expected_revision,
+        reason=body.reason,
+        actor=actor,
+        on_behalf_of=body.on_behalf_of,
+    )
+    record, _ = await runtime.overlay.mutate(change)
+    await runtime.reconciler.budget_set(tenant)
+    return record

@@ -1,0 +1,90 @@
+"""The console's Keys page: every live key (never its secret or hash), by tenant and account,
+and a Revoke button that ends a key through the API's own revocation (`keys.revoke`: the
+store's single revoke seam, then the fan-out that tells every proxy)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from leasegate.control_plane import keys
+from leasegate.control_plane.console.session import csrf_matches
+from leasegate.control_plane.console.web import (
+    ConsoleAuth,
+    csrf_refused,
+    form_fields,
+    message,
+    page,
+    read_only,
+    unknown_filter,
+)
+from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.schemas import ID_PATTERN
+from leasegate.core.errors import GatewayError
+from leasegate.core.ids import RECORD_ID
+from leasegate.core.ports.browse import Browse
+from leasegate.core.records import KeyRecord
+
+_TENANT = re.compile(ID_PATTERN)
+KEY_ROWS = 200
+
+
+def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> APIRouter:
+    router = APIRouter(prefix="/console", include_in_schema=False)
+
+    @router.get("/keys")
+    async def live_keys(
+        request: Request, tenant: str = "", account: str = "", revoked: str = ""
+    ) -> Response:
+        session = await auth.session(request)
+        accounts = [a.id for a in runtime.registry.accounts]
+        if (tenant and not _TENANT.fullmatch(tenant)) or account not in ("", *accounts):
+            return unknown_filter(request, session, "Tenant: letters, digits, ._:/@-.")
+        found = await browse.live_keys(
+            runtime.clock.now(),
+            tenant=tenant or None,
+            account_id=account or None,
+            limit=KEY_ROWS,
+        )
+        context = {
+            "nav": "keys",
+            "keys": found,
+            "limit": KEY_ROWS,
+            "accounts": accounts,
+            "filters": {"tenant": tenant, "account": account},
+            "revoked": await _ended(runtime, revoked),
+        }
+        return page(request, "keys.html", context, session=session)
+
+    @router.post("/keys/revoke")
+    async def revoke(request: Request) -> Response:
+        session = await auth.session(request, acting=True)
+        fields = await form_fields(request)
+        if not csrf_matches(session, fields.get("csrf")):
+            return csrf_refused(request, session)
+        if not session.can_act:
+            return read_only(request, session, "revoke a key")
+        key_id = fields.get("key_id", "")
+        if not RECORD_ID.fullmatch(key_id):
+            return message(request, session, 400, "Not done", "No such key.")
+        try:
+            await keys.revoke(runtime.services, key_id)
+        except GatewayError as error:
+            return message(request, session, error.status, "Not done", error.message)
+        back = {"tenant": fields.get("tenant", ""), "account": fields.get("account", "")}
+        query = urlencode({**{k: v for k, v in back.items() if v}, "revoked": key_id})
+        return RedirectResponse(f"/console/keys?{query}", status_code=303)
+
+    return router
+
+
+async def _ended(runtime: ControlRuntime, key_id: str) -> KeyRecord | None:
+    """The key the page says was revoked: only one that has indeed ended."""
+    if not RECORD_ID.fullmatch(key_id):
+        return None
+    key = await runtime.stores.store.get_key(key_id)
+    return key if key is not None and key.revoked_at is not None else None
