@@ -15,9 +15,9 @@ from starlette.responses import Response
 from leasegate.control_plane.console.charts import HEIGHT, WIDTH, bars
 from leasegate.control_plane.console.web import ConsoleAuth, page
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.tenants import budgets_view
+from leasegate.control_plane.tenant_views import budgets_view
 from leasegate.control_plane.usage import start_of_day, usage_view
-from leasegate.db.usage import Grouping
+from leasegate.core.ports.usage import Grouping
 
 _GROUPS: tuple[tuple[Grouping, str], ...] = (
     ("tenant", "Tenant"),
@@ -55,7 +55,7 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
         priced = any(g.cost is not None for g in per_day)
         context = {
             "nav": "spend",
-            "budgets": await budgets_view(runtime),
+            "budgets": await budgets_view(runtime.tenant_reads),
             "tables": tables,
             "chart": bars(points if priced else tokens),
             "chart_unit": runtime.registry.currency if priced else "tokens",
