@@ -90,7 +90,7 @@ async def test_a_window_or_grouping_that_cannot_be_read_is_an_invalid_request(
     r: Reads, window: dict[str, str], group_by: str
 ) -> None:
     with pytest.raises(GatewayError) as refused:
-        await usage_report(r.usage, group_by=group_by, **window)
+        await usage_report(r.usage, window.get("since"), window.get("until"), group_by=group_by)
     assert refused.value.code == "invalid-request"
 
 
