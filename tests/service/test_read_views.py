@@ -17,8 +17,6 @@ from leasegate.control_plane.tenant_views import budgets_view, tenant_view
 from leasegate.control_plane.usage import usage_report
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.health import Cooldown
-from leasegate.spend import tenant_total_id
-from leasegate.web.spend_totals import TotalRef
 from tests.fixtures.control import SERVED, T0
 from tests.fixtures.reads import YESTERDAY, Reads, reads
 
@@ -145,9 +143,7 @@ async def test_one_account_or_none(r: Reads) -> None:
 
 async def test_a_tenants_view_shows_its_budget_and_this_periods_spend(r: Reads) -> None:
     await r.operator_budgets(BudgetFields("acme/web", "day", max_tokens=1000, max_cost="2"))
-    ref = TotalRef(tenant_total_id("acme/web", "day", T0), 86_400.0, tenant="acme/web", since=T0)
-    await r.totals.spent(ref)  # known from now on (no evidence yet: zero)
-    await r.totals.add(ref, 600, 500_000_000, T0)  # 600 tokens, 0.50 EUR
+    await r.tenant_spends("acme/web", 600, 500_000_000)  # 600 tokens, 0.50 EUR
     view = await tenant_view(r.tenants, "acme/web")
     assert (view.revision, view.chain, view.currency) == (1, "ok", "EUR")
     assert view.budget is not None
@@ -157,7 +153,7 @@ async def test_a_tenants_view_shows_its_budget_and_this_periods_spend(r: Reads) 
     assert view.spent.fraction == pytest.approx(0.6)  # the larger of 600/1000 and 0.5/2
     assert not view.spent.exhausted
     assert view.spent.period_start == T0.replace(hour=0)
-    await r.totals.add(ref, 400, 0, T0)
+    await r.tenant_spends("acme/web", 400)
     spent = (await tenant_view(r.tenants, "acme/web")).spent
     assert spent is not None
     assert spent.exhausted
