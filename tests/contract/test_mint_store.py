@@ -1,4 +1,5 @@
-"""The storage port the control plane's services call (`MintStore`), one suite for each
+"""The storage ports the control plane's services call (`MintStore`, `DecisionEvidenceReader`,
+`UsageReader`), one suite for each
 implementation: the SQL `Store` on SQLite and Postgres, and the in-memory twin the service
 tests run on (`tests/fixtures/memory_store.py`). A twin that passes here may stand in for the
 database in `tests/service/`."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
+from decimal import Decimal
 from typing import Protocol
 
 import pytest
@@ -23,7 +25,8 @@ from leasegate.core.ports.storage import (
     LeaseCapacityExhausted,
     MintStore,
 )
-from leasegate.core.records import EvidenceRow
+from leasegate.core.ports.usage import UsageGroup, UsageReader
+from leasegate.core.records import EvidenceRow, MintDecision
 from leasegate.db import Store
 from tests.fixtures.control import terminal_row
 from tests.fixtures.memory_store import MemoryStore
@@ -32,7 +35,7 @@ from tests.fixtures.storage import BOTH_DATABASES, T0, emptied, make_decision, m
 LATER = T0 + timedelta(seconds=1)
 
 
-class ServiceStore(MintStore, DecisionEvidenceReader, Protocol):
+class ServiceStore(MintStore, DecisionEvidenceReader, UsageReader, Protocol):
     """Every call the control plane's services make."""
 
 
@@ -266,3 +269,48 @@ async def test_a_decision_keeps_its_chains_residency(mint_store: ServiceStore) -
     stored = await mint_store.get_decision(refused.id)
     assert stored is not None
     assert (stored.allowed_providers, stored.allowed_regions) == (None, ("global",))
+
+
+async def test_usage_sums_the_windows_rows_per_group_in_key_order(
+    mint_store: ServiceStore,
+) -> None:
+    web_a, key_a = minted("acme/web", account_id="a")
+    web_b, key_b = minted("acme/web", account_id="b")
+    globex, key_g = minted("globex", account_id="a")
+    for decision, key in ((web_a, key_a), (web_b, key_b), (globex, key_g)):
+        await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+
+    def row(decision: MintDecision, name: str, tokens: int, cost: str | None) -> EvidenceRow:
+        base = replace(terminal_row(decision, name, outcome="success"), output_tokens=1)
+        return replace(base, input_tokens=tokens, cost=None if cost is None else Decimal(cost))
+
+    await add_evidence(
+        mint_store,
+        [
+            row(web_a, "r1", 10, "0.5"),
+            replace(row(web_a, "r2", 20, "1.25"), usage_estimated=True),
+            row(web_b, "r3", 5, None),
+            replace(row(globex, "r4", 7, "0.25"), started_at=T0 - timedelta(days=1)),
+            replace(row(globex, "r5", 100, "9"), started_at=T0 + timedelta(days=3)),  # too late
+        ],
+    )
+    since, until = T0 - timedelta(days=1), T0 + timedelta(days=1)
+
+    def summed(groups: list[UsageGroup]) -> list[tuple[object, ...]]:
+        return [
+            (g.keys, g.requests, g.input_tokens, g.output_tokens, g.cost, g.estimated_requests)
+            for g in groups
+        ]
+
+    by_tenant_account = await mint_store.usage(since, until, ("tenant", "account"), limit=10)
+    assert summed(by_tenant_account) == [
+        ({"tenant": "acme/web", "account": "a"}, 2, 30, 2, Decimal("1.75"), 1),
+        ({"tenant": "acme/web", "account": "b"}, 1, 5, 1, None, 0),
+        ({"tenant": "globex", "account": "a"}, 1, 7, 1, Decimal("0.25"), 0),
+    ]
+    by_day = await mint_store.usage(since, until, ("day",), limit=10)
+    assert [(g.keys["day"], g.requests) for g in by_day] == [("2025-12-31", 1), ("2026-01-01", 3)]
+    of_globex = await mint_store.usage(since, until, ("account",), limit=10, tenant="globex")
+    assert summed(of_globex) == [({"account": "a"}, 1, 7, 1, Decimal("0.25"), 0)]
+    second_page = await mint_store.usage(since, until, ("tenant", "account"), limit=1, offset=1)
+    assert [g.keys for g in second_page] == [{"tenant": "acme/web", "account": "b"}]

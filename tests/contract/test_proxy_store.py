@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from leasegate.audit import Anchor, AuditRecord, BudgetFields, Entry, anchor_for, link
+from leasegate.audit.appends import AppendPlan
 from leasegate.audit.reads import ChainSnapshot
 from leasegate.core.ports.errors import StoreRejected, StoreUnavailable
 from leasegate.core.records import EvidenceRow
 from leasegate.db import Store
-from leasegate.db.audit import AppendPlan, AuditRepository
+from leasegate.db.audit import AuditRepository
 from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.db.proxy_sql import SqlProxyStore
 from leasegate.db.schema import release_migrations

@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 
 from leasegate.audit import Anchor, AuditRecord
+from leasegate.audit.appends import AppendPlan
+from leasegate.audit.reads import ChainSnapshot
 from leasegate.core.observation import Classification
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthNews, HealthPolicy
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.witness import Witness
 from leasegate.db import Store
-from leasegate.db.audit import AppendPlan, AuditRepository, ChainSnapshot
+from leasegate.db.audit import AuditRepository
 from leasegate.db.partitions import EvidencePartitions
 from leasegate.kv.connect import redis_client
 from leasegate.kv.health_fanout_redis import RedisHealthFanout

@@ -11,8 +11,7 @@ rolled back and reported as ChainRaced.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from leasegate.audit import Anchor, AuditRecord
+from leasegate.audit.appends import ChainRaced, Prepare
 from leasegate.audit.reads import ChainHead, ChainSnapshot
 from leasegate.core.records import KeyRecord
 from leasegate.db.audit_lock import lock_for_mutation
@@ -35,34 +35,12 @@ _ANCHOR = AuditAnchorRow.__table__
 
 REVOKE_REASON = "account-disabled"
 
-__all__ = [
-    "REVOKE_REASON",
-    "AppendPlan",
-    "AuditRepository",
-    "ChainHead",
-    "ChainRaced",
-    "ChainSnapshot",
-    "Prepare",
-]
-
-
-class ChainRaced(Exception):
-    """Another writer appended the same sequence number first; nothing was written."""
-
-
-@dataclass(frozen=True, slots=True)
-class AppendPlan:
-    """What a verified mutation appends. `seal` is given how many keys were revoked."""
-
-    revoke_account: str | None
-    seal: Callable[[int], tuple[AuditRecord, Anchor]]
-
-
-Prepare = Callable[[ChainSnapshot], AppendPlan]
-"""Verifies the locked chain and checks the caller's revision; raises to abort."""
+__all__ = ["REVOKE_REASON", "AuditRepository"]
 
 
 class AuditRepository:
+    """The audit chain's port (`leasegate.audit.appends.AuditChain`) over the database."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -2,42 +2,27 @@
 
 One GROUP BY over the evidence rows of a time window (the `started_at` index bounds it),
 joined to `mint_decisions` only when grouping by tenant (a row knows its decision, the decision
-knows its tenant). Groups come back in key order, a page at a time.
+knows its tenant). Groups come back in key order, a page at a time: the port
+`leasegate.core.ports.usage.UsageReader`, and `budgeted_live_chains` the spend reconciler's
+`leasegate.core.ports.spend.BudgetedChains`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import ColumnElement, case, func, select
 
 from leasegate.core.ports.spend import AccountSpend
+from leasegate.core.ports.usage import Grouping, UsageGroup
 from leasegate.db import spend_evidence_pg
 from leasegate.db.engine import Database
 from leasegate.db.models import EvidenceRecordRow, KeyRow, MintDecisionRow
 
-Grouping = Literal["tenant", "account", "model", "day"]
-GROUPINGS: tuple[Grouping, ...] = ("tenant", "account", "model", "day")
-
 _E = EvidenceRecordRow
-
-
-@dataclass(frozen=True, slots=True)
-class UsageGroup:
-    keys: dict[str, str | None]
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    cache_read_input_tokens: int
-    cache_creation_input_tokens: int
-    cost: Decimal | None
-    """None when no row of the group had a price."""
-    estimated_requests: int = 0
-    """Rows whose tokens and cost are the gateway's estimate (`usage_estimated`)."""
 
 
 class UsageRepository:

@@ -7,15 +7,19 @@ nothing on the hot path for it, so there is no true number to report.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from leasegate.accounts import Account
-from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.core.clock import from_epoch
+from leasegate.accounts import Account, Registry
+from leasegate.control_plane.deps import HealthSnapshots, OverlayReads, QuotaSnapshots
+from leasegate.control_plane.spend_today import TodaysSpend
+from leasegate.core.clock import Clock, from_epoch
 from leasegate.core.errors import GatewayError
+from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthSnapshot
 from leasegate.core.ports.quota import Quota
-from leasegate.db.usage import UsageGroup
+from leasegate.core.ports.storage import LeaseCounts
+from leasegate.core.ports.usage import UsageGroup
 from leasegate.routing.health import account_health
 from leasegate.routing.quota import declared_quota, room_now
 from leasegate.wire import Account as AccountView
@@ -30,18 +34,33 @@ from leasegate.wire import (
 )
 
 
-async def accounts_view(runtime: ControlRuntime, only: str | None = None) -> Accounts:
-    accounts = [a for a in runtime.registry.accounts if only is None or a.id == only]
-    now = runtime.clock.now()
+@dataclass(frozen=True, slots=True)
+class AccountsDeps:
+    """What the accounts view (and the capacity gauges) read: the registry, the health and
+    quota snapshots, the lease counts, the request slots, the overlay and today's spend."""
+
+    registry: Registry
+    clock: Clock
+    health: HealthSnapshots
+    quota: QuotaSnapshots
+    leases: LeaseCounts
+    slots: RequestSlots
+    overlay: OverlayReads
+    spend_today: TodaysSpend
+
+
+async def accounts_view(deps: AccountsDeps, only: str | None = None) -> Accounts:
+    accounts = [a for a in deps.registry.accounts if only is None or a.id == only]
+    now = deps.clock.now()
     epoch = now.timestamp()
     ids = [a.id for a in accounts]
     pairs = [(a.id, served) for a in accounts for served in dict.fromkeys(a.models.values())]
-    snapshot = await runtime.stores.health.snapshot(pairs, epoch)
-    learned = await runtime.stores.quota.snapshot(pairs, epoch)
-    leases = await runtime.stores.store.live_lease_counts(ids, now)
-    in_flight = await requests_in_flight(runtime, accounts, epoch)
-    verdict = await runtime.overlay.verdict()
-    spend = await runtime.spend_today.by_account(runtime)
+    snapshot = await deps.health.snapshot(pairs, epoch)
+    learned = await deps.quota.snapshot(pairs, epoch)
+    leases = await deps.leases.live_lease_counts(ids, now)
+    in_flight = await requests_in_flight(deps.slots, accounts, epoch)
+    verdict = await deps.overlay.verdict()
+    spend = await deps.spend_today.by_account()
     # While the chain is corrupt no state can be vouched for: say so rather than guess.
     admin: dict[str, str] = dict(verdict.overlay)
     default = "unknown" if verdict.status == "corrupt" else "enabled"
@@ -81,14 +100,14 @@ def _spend(group: UsageGroup | None) -> SpendToday:
 
 
 async def requests_in_flight(
-    runtime: ControlRuntime, accounts: Sequence[Account], epoch: float
+    slots: RequestSlots, accounts: Sequence[Account], epoch: float
 ) -> dict[str, int]:
     """Live request slots of the accounts that have a request ceiling (the only ones counted)."""
     counted = [a.id for a in accounts if a.request_capacity is not None]
     if not counted:
         return {}
     try:
-        return await runtime.stores.slots.in_flight(counted, epoch)
+        return await slots.in_flight(counted, epoch)
     except StoreError:
         raise GatewayError(
             "unavailable", "the request-slot store is unreachable", retry_after_s=1.0

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Request
 
+from leasegate.accounts import Registry
 from leasegate.audit import AuditRecord
-from leasegate.control_plane.accounts import account_read, accounts_view
-from leasegate.control_plane.callers import admin_caller
-from leasegate.control_plane.overlay import StateChange
+from leasegate.control_plane.accounts import AccountsDeps, account_read, accounts_view
+from leasegate.control_plane.callers import Callers, admin_caller
+from leasegate.control_plane.deps import RevocationPublisher, announce_revoked
+from leasegate.control_plane.overlay import AdminOverlay, StateChange
 from leasegate.control_plane.paths import known_id
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import StateBody
 from leasegate.control_plane.views import record_view
 from leasegate.core.errors import GatewayError
@@ -19,8 +21,20 @@ from leasegate.core.records import KeyRecord
 from leasegate.wire import AccountStateChanged, AuditReport
 
 
-def admin_router(runtime: ControlRuntime) -> APIRouter:
-    admin = admin_caller(runtime)
+@dataclass(frozen=True, slots=True)
+class AdminDeps:
+    """What the operators' routes use: who may call, the overlay they append to and read,
+    the registry, the revocation bus and the accounts view a change answers with."""
+
+    callers: Callers
+    overlay: AdminOverlay
+    registry: Registry
+    revocations: RevocationPublisher
+    accounts: AccountsDeps
+
+
+def admin_router(deps: AdminDeps) -> APIRouter:
+    admin = admin_caller(deps.callers)
     router = APIRouter()
 
     # As a route dependency it runs before the body is validated: a control token gets 403.
@@ -33,7 +47,7 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
     ) -> AccountStateChanged:
         caller = await admin(request, authorization)
         known_id(account_id, "account-not-found")
-        if runtime.registry.account(account_id) is None:
+        if deps.registry.account(account_id) is None:
             raise GatewayError("account-not-found", "no such account")
         change = StateChange(
             account_id=account_id,
@@ -43,15 +57,15 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
             actor=caller.name,
             on_behalf_of=body.on_behalf_of,
         )
-        record, revoked = await change_state(runtime, change)
-        view = account_read(await accounts_view(runtime, only=account_id))
+        record, revoked = await change_state(deps, change)
+        view = account_read(await accounts_view(deps.accounts, only=account_id))
         return AccountStateChanged(
             **dict(view), revoked_keys=len(revoked), record=record_view(record)
         )
 
     @router.get("/audit")
     async def read_audit() -> AuditReport:
-        verdict, snapshot = await runtime.overlay.read_full()
+        verdict, snapshot = await deps.overlay.read_full()
         return AuditReport(
             chain=verdict.status,
             revision=verdict.revision,
@@ -63,11 +77,9 @@ def admin_router(runtime: ControlRuntime) -> APIRouter:
     return router
 
 
-async def change_state(
-    runtime: ControlRuntime, change: StateChange
-) -> tuple[AuditRecord, list[KeyRecord]]:
+async def change_state(deps: AdminDeps, change: StateChange) -> tuple[AuditRecord, list[KeyRecord]]:
     """Append the change to the chain and tell every proxy about the keys it revoked.
     The one path for the API and the console alike."""
-    record, revoked = await runtime.overlay.mutate(change)
-    await runtime.announce_revoked(revoked)
+    record, revoked = await deps.overlay.mutate(change)
+    await announce_revoked(deps.revocations, revoked)
     return record, revoked

@@ -56,10 +56,10 @@ def install_control_plane(
     mount it here, so the two cannot drift apart."""
     stores = runtime.stores
     health_gauges = HealthGauges(metrics_registry, config.registry, stores.health, runtime.clock)
-    capacity_gauges = CapacityGauges(runtime, metrics_registry)
-    tenant_gauges = TenantBudgetGauges(runtime, metrics_registry)
+    capacity_gauges = CapacityGauges(runtime.accounts, metrics_registry)
+    tenant_gauges = TenantBudgetGauges(runtime.tenant_reads, metrics_registry)
     quota_gauges = QuotaGauges(metrics_registry, config.registry, stores.quota, runtime.clock)
-    app.include_router(control_router(runtime))
+    app.include_router(control_router(runtime.routes))
     app.router.routes.extend(
         ops_routes(
             store_probes(stores),

@@ -8,15 +8,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from leasegate.audit import AuditRecord
-from leasegate.control_plane.overlay import BudgetChange
+from leasegate.control_plane.overlay import AdminOverlay, BudgetChange
+from leasegate.control_plane.spend_reconcile import SpendReconciler
 
-if TYPE_CHECKING:  # tenants.py imports this module; the runtime imports the overlay
-    from leasegate.control_plane.runtime import ControlRuntime
+if TYPE_CHECKING:  # tenants.py imports this module
     from leasegate.control_plane.tenants import TenantBudgetBody
 
 
 async def change_budget(
-    runtime: ControlRuntime, tenant: str, body: TenantBudgetBody, actor: str
+    overlay: AdminOverlay,
+    reconciler: SpendReconciler,
+    tenant: str,
+    body: TenantBudgetBody,
+    actor: str,
 ) -> AuditRecord:
     """Set or clear `tenant`'s budget as `actor` (the operator token's name); the record."""
     change = BudgetChange(
@@ -26,6 +30,6 @@ async def change_budget(
         actor=actor,
         on_behalf_of=body.on_behalf_of,
     )
-    record, _ = await runtime.overlay.mutate(change)
-    await runtime.reconciler.budget_set(tenant)
+    record, _ = await overlay.mutate(change)
+    await reconciler.budget_set(tenant)
     return record

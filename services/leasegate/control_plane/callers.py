@@ -9,15 +9,27 @@ Retry-After, before its token is even compared."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Header, Request
 
-from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.throttle import FailedAuthThrottle
+from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
-from leasegate.web.auth import Caller, require_admin
+from leasegate.web.auth import Caller, TokenAuthority, require_admin
 
 CallerDependency = Callable[..., Awaitable[Caller]]
+
+
+@dataclass(frozen=True, slots=True)
+class Callers:
+    """What authenticating a caller uses: the configured tokens, the failed-authentication
+    budget per address (shared with the console's sign-in) and the clock it counts by."""
+
+    auth: TokenAuthority
+    throttle: FailedAuthThrottle
+    clock: Clock
 
 
 def client_address(request: Request) -> str:
@@ -25,10 +37,10 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
 
 
-def authenticate(runtime: ControlRuntime, address: str, authorization: str | None) -> Caller:
+def authenticate(callers: Callers, address: str, authorization: str | None) -> Caller:
     """The caller a bearer token names, unless `address` has failed too often lately."""
-    throttle = runtime.failed_auth
-    now = runtime.clock.monotonic()
+    throttle = callers.throttle
+    now = callers.clock.monotonic()
     if (wait_s := throttle.wait_s(address, now)) is not None:
         raise GatewayError(
             "too-many-failed-authentications",
@@ -36,30 +48,30 @@ def authenticate(runtime: ControlRuntime, address: str, authorization: str | Non
             retry_after_s=wait_s,
         )
     try:
-        return runtime.auth.authenticate(authorization)
+        return callers.auth.authenticate(authorization)
     except GatewayError:
         if authorization:  # a credential was presented: a guess (no header is no guess)
             throttle.failed(address, now)
         raise
 
 
-def any_caller(runtime: ControlRuntime) -> CallerDependency:
+def any_caller(callers: Callers) -> CallerDependency:
     """A control or an admin token; 401 for anything else."""
 
     async def caller(
         request: Request, authorization: Annotated[str | None, Header()] = None
     ) -> Caller:
-        return authenticate(runtime, client_address(request), authorization)
+        return authenticate(callers, client_address(request), authorization)
 
     return caller
 
 
-def admin_caller(runtime: ControlRuntime) -> CallerDependency:
+def admin_caller(callers: Callers) -> CallerDependency:
     """An admin token; 401 for an unknown one, 403 for a control token."""
 
     async def admin(
         request: Request, authorization: Annotated[str | None, Header()] = None
     ) -> Caller:
-        return require_admin(authenticate(runtime, client_address(request), authorization))
+        return require_admin(authenticate(callers, client_address(request), authorization))
 
     return admin

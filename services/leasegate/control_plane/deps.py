@@ -70,6 +70,14 @@ class RevocationPublisher(Protocol):
     async def publish(self, revocations: Sequence[Revocation]) -> None: ...
 
 
+class OverlayReads(Protocol):
+    """The part of `AdminOverlay` a read view, a gauge or the reconciler reads."""
+
+    async def verdict(self) -> ChainVerdict:
+        """The verified overlay, from the cache while the chain's head is unchanged."""
+        ...
+
+
 class OverlayVerdict(Protocol):
     """The part of `AdminOverlay` a mint or a renewal decides with."""
 
@@ -264,6 +272,6 @@ async def admin_view(overlay: OverlayVerdict) -> tuple[dict[str, AdminState], in
     return dict(verdict.overlay), verdict.revision
 
 
-async def announce_revoked(deps: MintDeps, keys: Sequence[KeyRecord]) -> None:
+async def announce_revoked(revocations: RevocationPublisher, keys: Sequence[KeyRecord]) -> None:
     """Tell every proxy replica, now, that these keys have ended."""
-    await deps.revocations.publish([Revocation(k.key_id, k.expires_at.timestamp()) for k in keys])
+    await revocations.publish([Revocation(k.key_id, k.expires_at.timestamp()) for k in keys])

@@ -26,7 +26,7 @@ async def revoke(deps: MintDeps, key_id: str) -> None:
     if record is None:
         raise GatewayError("key-not-found", "no such key")
     # Announce even when an earlier call ended it: a replay heals a lost fan-out message.
-    await announce_revoked(deps, [record])
+    await announce_revoked(deps.revocations, [record])
 
 
 async def read(deps: MintDeps, key_id: str) -> KeyInfo:
@@ -95,7 +95,7 @@ async def _renew(deps: MintDeps, key_id: str, ttl_s: int | None) -> MintAnswer:
         raise GatewayError(
             "lease-capacity-exhausted", "the account's lease ceiling is reached", status=409
         ) from None
-    await announce_revoked(deps, [ended])
+    await announce_revoked(deps.revocations, [ended])
     return mint_view(decision, token, new)
 
 

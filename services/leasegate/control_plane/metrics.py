@@ -12,8 +12,7 @@ import logging
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from leasegate.control_plane.accounts import requests_in_flight
-from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.accounts import AccountsDeps, requests_in_flight
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.errors import StoreError, failure_reason
 
@@ -24,8 +23,8 @@ _READ_ERRORS: tuple[type[Exception], ...] = (GatewayError, StoreError)
 
 
 class CapacityGauges:
-    def __init__(self, runtime: ControlRuntime, registry: CollectorRegistry) -> None:
-        self._runtime = runtime
+    def __init__(self, deps: AccountsDeps, registry: CollectorRegistry) -> None:
+        self._deps = deps
         self.leases_held = Gauge(
             "leasegate_account_leases_held",
             "Live keys (leases) per account.",
@@ -51,7 +50,7 @@ class CapacityGauges:
             registry=registry,
         )
         # The ceilings come from the accounts file and only change with a restart.
-        for account in runtime.registry.accounts:
+        for account in deps.registry.accounts:
             if account.lease_capacity is not None:
                 lease_capacity.labels(account.id).set(account.lease_capacity)
             if account.request_capacity is not None:
@@ -59,12 +58,12 @@ class CapacityGauges:
 
     async def refresh(self) -> None:
         """Bring both counts up to date; on a store outage drop them rather than show stale."""
-        runtime = self._runtime
-        accounts = runtime.registry.accounts
-        now = runtime.clock.now()
+        deps = self._deps
+        accounts = deps.registry.accounts
+        now = deps.clock.now()
         try:
-            leases = await runtime.stores.store.live_lease_counts([a.id for a in accounts], now)
-            in_flight = await requests_in_flight(runtime, accounts, now.timestamp())
+            leases = await deps.leases.live_lease_counts([a.id for a in accounts], now)
+            in_flight = await requests_in_flight(deps.slots, accounts, now.timestamp())
         except _READ_ERRORS as exc:
             log.warning("capacity gauges not refreshed", extra={"error": failure_reason(exc)})
             self.leases_held.clear()

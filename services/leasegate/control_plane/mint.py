@@ -23,6 +23,7 @@ from datetime import timedelta
 
 from leasegate.accounts import Candidate
 from leasegate.audit import held_while_corrupt
+from leasegate.control_plane.budget_refusal import tenant_budget_refusal
 from leasegate.control_plane.decision import (
     Asked,
     Chosen,
@@ -39,7 +40,6 @@ from leasegate.control_plane.placement import affinity_candidate, fair_share_ref
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.residency import mint_residency
 from leasegate.control_plane.schemas import MintBody
-from leasegate.control_plane.tenants import tenant_budget_refusal
 from leasegate.control_plane.views import mint_view
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.ports.storage import (

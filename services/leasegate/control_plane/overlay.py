@@ -28,13 +28,13 @@ from leasegate.audit import (
     extend,
     fold,
 )
-from leasegate.control_plane.chain_store import AuditChain
+from leasegate.audit.appends import AppendPlan, AuditChain, ChainRaced
+from leasegate.audit.reads import ChainHead, ChainSnapshot
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.errors import StoreError, failure_reason
 from leasegate.core.ports.witness import AuditWitness, Witness
 from leasegate.core.records import KeyRecord
-from leasegate.db.audit import AppendPlan, ChainHead, ChainRaced, ChainSnapshot
 
 log = logging.getLogger("leasegate.audit")
 

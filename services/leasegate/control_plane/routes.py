@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -9,19 +10,20 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from leasegate.control_plane import keys
-from leasegate.control_plane.accounts import account_read, accounts_view
-from leasegate.control_plane.admin import admin_router
-from leasegate.control_plane.callers import any_caller
-from leasegate.control_plane.decisions import dispatch_decisions
+from leasegate.control_plane.accounts import AccountsDeps, account_read, accounts_view
+from leasegate.control_plane.admin import AdminDeps, admin_router
+from leasegate.control_plane.callers import Callers, any_caller
+from leasegate.control_plane.decisions import decision_read, dispatch_decisions, evidence_list
+from leasegate.control_plane.deps import MintDeps
 from leasegate.control_plane.mint import mint
+from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.paths import known_id, parse_since
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import ID_PATTERN, MintBody, RenewBody
-from leasegate.control_plane.tenants import tenants_router
-from leasegate.control_plane.usage import usage_router
-from leasegate.control_plane.views import decision_view, evidence_view
+from leasegate.control_plane.tenants import TenantDeps, tenants_router
+from leasegate.control_plane.usage import UsageDeps, usage_router
 from leasegate.core.errors import GatewayError
 from leasegate.core.ids import RECORD_ID_PATTERN
+from leasegate.core.ports.storage import DecisionEvidenceReader
 from leasegate.core.records import MintKind
 from leasegate.wire import AccountRead as AccountReadView
 from leasegate.wire import Accounts, Decision, DecisionList, EvidenceList, KeyInfo, MintAnswer
@@ -30,8 +32,24 @@ _ID_PATH = RECORD_ID_PATTERN  # no longer than an id column (it accepted 100 bef
 _IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
 
 
-def control_router(runtime: ControlRuntime) -> APIRouter:
-    router = APIRouter(prefix="/control/v2", dependencies=[Depends(any_caller(runtime))])
+@dataclass(frozen=True, slots=True)
+class ControlDeps:
+    """Each router's own collaborators, built once by the composition root
+    (`runtime.ControlRuntime`); no router sees more than its own."""
+
+    callers: Callers
+    mint: MintDeps
+    mint_metrics: MintMetrics
+    records: DecisionEvidenceReader
+    """Decisions and evidence, for their read routes."""
+    accounts: AccountsDeps
+    admin: AdminDeps
+    usage: UsageDeps
+    tenants: TenantDeps
+
+
+def control_router(deps: ControlDeps) -> APIRouter:
+    router = APIRouter(prefix="/control/v2", dependencies=[Depends(any_caller(deps.callers))])
 
     @router.post(
         "/keys",
@@ -45,20 +63,20 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
         idempotency_key: Annotated[str | None, Header(pattern=_IDEMPOTENCY_KEY)] = None,
     ) -> MintAnswer:
         try:
-            minted = await mint(runtime.services, body, idempotency_key)
+            minted = await mint(deps.mint, body, idempotency_key)
         except GatewayError as refusal:
             if refusal.mint_decision_id is not None:  # a refused decision was recorded
-                runtime.mint_metrics.decided(_kind(body), body.tenant, refusal.code)
+                deps.mint_metrics.decided(_kind(body), body.tenant, refusal.code)
             raise
         if minted.status == 201:  # a replay (200) answers with an already counted decision
-            runtime.mint_metrics.decided(_kind(body), body.tenant, None)
+            deps.mint_metrics.decided(_kind(body), body.tenant, None)
         response.status_code = minted.status
         return minted.view
 
     @router.delete("/keys/{key_id}", status_code=204)
     async def revoke_key(key_id: str) -> Response:
         known_id(key_id, "key-not-found")
-        await keys.revoke(runtime.services, key_id)
+        await keys.revoke(deps.mint, key_id)
         return Response(status_code=204)
 
     @router.post("/keys/{key_id}/renew", status_code=201)
@@ -69,17 +87,18 @@ def control_router(runtime: ControlRuntime) -> APIRouter:
             body = RenewBody.model_validate_json(raw) if raw.strip() else RenewBody()
         except ValidationError as exc:
             raise RequestValidationError(exc.errors()) from None
-        return await keys.renew(runtime.services, key_id, body.ttl_s)
+        return await keys.renew(deps.mint, key_id, body.ttl_s)
 
     @router.get("/keys/{key_id}")
     async def read_key(key_id: str) -> KeyInfo:
         known_id(key_id, "key-not-found")
-        return await keys.read(runtime.services, key_id)
+        return await keys.read(deps.mint, key_id)
 
-    router.include_router(_read_routes(runtime))
-    router.include_router(admin_router(runtime))
-    router.include_router(usage_router(runtime))
-    router.include_router(tenants_router(runtime))
+    router.include_router(_record_routes(deps.records))
+    router.include_router(_account_routes(deps.accounts))
+    router.include_router(admin_router(deps.admin))
+    router.include_router(usage_router(deps.usage))
+    router.include_router(tenants_router(deps.tenants))
     return router
 
 
@@ -89,8 +108,8 @@ def _kind(body: MintBody) -> MintKind:
     return "supersede" if body.supersedes_mint_decision_id is not None else "fresh"
 
 
-def _read_routes(runtime: ControlRuntime) -> APIRouter:
-    """Decisions, evidence and accounts: read-only views."""
+def _record_routes(records: DecisionEvidenceReader) -> APIRouter:
+    """Decisions and evidence: read-only views."""
     router = APIRouter()
 
     @router.get("/decisions")
@@ -98,18 +117,12 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
         tenant: Annotated[str, Query(pattern=ID_PATTERN)],
         dispatch_id: Annotated[str, Query(pattern=ID_PATTERN)],
     ) -> DecisionList:
-        decisions = await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)
-        return DecisionList(decisions=decisions)
+        return DecisionList(decisions=await dispatch_decisions(records, tenant, dispatch_id))
 
     @router.get("/decisions/{decision_id}")
     async def read_decision(decision_id: str) -> Decision:
         known_id(decision_id, "decision-not-found")
-        store = runtime.stores.store
-        decision = await store.get_decision(decision_id)
-        if decision is None:
-            raise GatewayError("decision-not-found", "no such decision")
-        evidence = await store.evidence_for_decisions([decision_id])
-        return decision_view(decision, evidence.get(decision_id, []))
+        return await decision_read(records, decision_id)
 
     @router.get("/evidence")
     async def list_evidence(
@@ -118,22 +131,29 @@ def _read_routes(runtime: ControlRuntime) -> APIRouter:
         since: Annotated[str | None, Query(max_length=64)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> EvidenceList:
-        rows = await runtime.stores.store.query_evidence(
+        return await evidence_list(
+            records,
             decision_id=decision_id,
             account_id=account_id,
             since=parse_since(since),
             limit=limit,
         )
-        return EvidenceList(evidence=tuple(evidence_view(row) for row in rows))
+
+    return router
+
+
+def _account_routes(accounts: AccountsDeps) -> APIRouter:
+    """The accounts view, whole or one account."""
+    router = APIRouter()
 
     @router.get("/accounts")
     async def list_accounts() -> Accounts:
-        return await accounts_view(runtime)
+        return await accounts_view(accounts)
 
     @router.get("/accounts/{account_id}")
     async def read_account(account_id: str) -> AccountReadView:
         known_id(account_id, "account-not-found")
-        view = await accounts_view(runtime, only=account_id)
+        view = await accounts_view(accounts, only=account_id)
         if not view.accounts:
             raise GatewayError("account-not-found", "no such account")
         return account_read(view)

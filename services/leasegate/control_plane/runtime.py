@@ -1,22 +1,30 @@
-"""Everything the control plane's handlers need, built once per process."""
+"""The control plane's composition root: every collaborator, built once per process from the
+settings, the registry and the stores, and each router's own dependency object
+(`routes.ControlDeps`) built from them. Only this module and `app` reach the concrete stores
+(`leasegate.db`, the `Stores` of `leasegate.web.wiring`); everything else is handed ports."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from leasegate.accounts import Registry
 from leasegate.config import Settings
-from leasegate.control_plane.deps import Limits, MintDeps, announce_revoked
+from leasegate.control_plane.accounts import AccountsDeps
+from leasegate.control_plane.admin import AdminDeps
+from leasegate.control_plane.callers import Callers
+from leasegate.control_plane.deps import Limits, MintDeps
 from leasegate.control_plane.lease_rates import LeaseRateMeter
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
 from leasegate.control_plane.residency import residency_of
+from leasegate.control_plane.routes import ControlDeps
 from leasegate.control_plane.spend_reconcile import SpendReconciler
+from leasegate.control_plane.spend_today import TodaysSpend
+from leasegate.control_plane.tenant_views import TenantReads
+from leasegate.control_plane.tenants import TenantDeps
 from leasegate.control_plane.throttle import FailedAuthThrottle
-from leasegate.control_plane.usage import SpendToday
+from leasegate.control_plane.usage import UsageDeps
 from leasegate.core.clock import Clock
-from leasegate.core.records import KeyRecord
 from leasegate.db.audit import AuditRepository
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
@@ -33,7 +41,7 @@ class ControlRuntime:
     mint_metrics: MintMetrics
     overlay: AdminOverlay = field(init=False)
     """The operators' account states, folded from the audit chain."""
-    spend_today: SpendToday = field(init=False, default_factory=SpendToday)
+    spend_today: TodaysSpend = field(init=False)
     """Each account's usage since midnight, for the accounts view."""
     totals: SpendTotals = field(init=False)
     """Running spend totals, rebuilt from evidence when the spend store lost them."""
@@ -45,10 +53,19 @@ class ControlRuntime:
     """What a live lease spends per second, measured in the background (adaptive ceilings)."""
     failed_auth: FailedAuthThrottle = field(init=False, default_factory=FailedAuthThrottle)
     """Wrong tokens per client address: the console's sign-in and the API's bearer tokens."""
+    callers: Callers = field(init=False)
+    accounts: AccountsDeps = field(init=False)
+    """The accounts view's and the capacity gauges' reads."""
+    tenant_reads: TenantReads = field(init=False)
+    """The tenant views' and the budget gauge's reads."""
+    admin: AdminDeps = field(init=False)
+    routes: ControlDeps = field(init=False)
+    """What `routes.control_router` is built from."""
 
     def __post_init__(self) -> None:
+        store = self.stores.store
         self.lease_rates = LeaseRateMeter(
-            self.stores.store,
+            store,
             [a.id for a in self.registry.accounts],
             self.clock,
             every_s=self.settings.lease_rate_interval_s,
@@ -59,9 +76,10 @@ class ControlRuntime:
             self.settings.audit_key,
             self.clock,
         )
+        self.spend_today = TodaysSpend(store, self.clock)
         self.totals = SpendTotals(
             self.stores.spend,
-            self.stores.store,
+            store,
             self.registry,
             self.clock,
             settle_seconds(self.settings.evidence_flush_interval_s),
@@ -69,12 +87,43 @@ class ControlRuntime:
         self.reconciler = SpendReconciler(
             self.overlay,
             self.totals,
-            self.stores.store,
+            store,
             self.clock,
             every_s=self.settings.spend_reconcile_interval_s,
             chain_keep_s=self.settings.key_max_ttl_s,
         )
-        self.services = MintDeps(
+        self.services = self._mint_deps()
+        self.callers = Callers(self.auth, self.failed_auth, self.clock)
+        self.accounts = AccountsDeps(
+            registry=self.registry,
+            clock=self.clock,
+            health=self.stores.health,
+            quota=self.stores.quota,
+            leases=store,
+            slots=self.stores.slots,
+            overlay=self.overlay,
+            spend_today=self.spend_today,
+        )
+        self.tenant_reads = TenantReads(
+            self.overlay, self.totals, self.clock, self.registry.currency
+        )
+        self.admin = AdminDeps(
+            self.callers, self.overlay, self.registry, self.stores.revocations, self.accounts
+        )
+        self.routes = ControlDeps(
+            callers=self.callers,
+            mint=self.services,
+            mint_metrics=self.mint_metrics,
+            records=store,
+            accounts=self.accounts,
+            admin=self.admin,
+            usage=UsageDeps(store, self.clock, self.registry.currency),
+            tenants=TenantDeps(self.callers, self.overlay, self.reconciler, self.tenant_reads),
+        )
+
+    def _mint_deps(self) -> MintDeps:
+        settings = self.settings
+        return MintDeps(
             clock=self.clock,
             store=self.stores.store,
             health=self.stores.health,
@@ -82,19 +131,15 @@ class ControlRuntime:
             registry=self.registry,
             revocations=self.stores.revocations,
             limits=Limits(
-                key_ttl_s=self.settings.key_ttl_s,
-                key_max_ttl_s=self.settings.key_max_ttl_s,
-                max_fallback_hops=self.settings.max_fallback_hops,
-                affinity_ttl_s=self.settings.affinity_ttl_s,
-                fair_share_window_s=self.settings.fair_share_window_s,
-                tenant_shares=self.settings.tenant_shares,
-                tenant_residency=residency_of(self.settings.tenant_residency),
+                key_ttl_s=settings.key_ttl_s,
+                key_max_ttl_s=settings.key_max_ttl_s,
+                max_fallback_hops=settings.max_fallback_hops,
+                affinity_ttl_s=settings.affinity_ttl_s,
+                fair_share_window_s=settings.fair_share_window_s,
+                tenant_shares=settings.tenant_shares,
+                tenant_residency=residency_of(settings.tenant_residency),
             ),
             spend=self.totals,
             quota=self.stores.quota,
             lease_rates=self.lease_rates,
         )
-
-    async def announce_revoked(self, keys: Sequence[KeyRecord]) -> None:
-        """Tell every proxy replica, now, that these keys have ended."""
-        await announce_revoked(self.services, keys)

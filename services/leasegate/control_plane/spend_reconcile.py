@@ -19,10 +19,10 @@ import asyncio
 import contextlib
 import logging
 
-from leasegate.control_plane.overlay import AdminOverlay
+from leasegate.control_plane.deps import OverlayReads
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
-from leasegate.db.usage import UsageRepository
+from leasegate.core.ports.spend import BudgetedChains
 from leasegate.web.spend_totals import (
     BUDGET_REFRESH_S,
     SpendTotals,
@@ -40,9 +40,9 @@ SETTLE_ROUNDS = 2
 class SpendReconciler:
     def __init__(
         self,
-        overlay: AdminOverlay,
+        overlay: OverlayReads,
         totals: SpendTotals,
-        chains: UsageRepository,
+        chains: BudgetedChains,
         clock: Clock,
         *,
         every_s: float,

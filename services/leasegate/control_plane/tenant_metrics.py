@@ -11,16 +11,16 @@ import logging
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.tenants import spent_fraction, tenant_spent
+from leasegate.control_plane.budget_arithmetic import spent_fraction, tenant_spent
+from leasegate.control_plane.tenant_views import TenantReads
 from leasegate.core.ports.errors import StoreError
 
 log = logging.getLogger("leasegate.control_plane.metrics")
 
 
 class TenantBudgetGauges:
-    def __init__(self, runtime: ControlRuntime, registry: CollectorRegistry) -> None:
-        self._runtime = runtime
+    def __init__(self, deps: TenantReads, registry: CollectorRegistry) -> None:
+        self._deps = deps
         self.fraction = Gauge(
             "leasegate_tenant_budget_spent_fraction",
             "A budgeted tenant's spend in the current UTC period over its budget (1 = reached).",
@@ -29,13 +29,13 @@ class TenantBudgetGauges:
         )
 
     async def refresh(self) -> None:
-        runtime = self._runtime
-        now = runtime.clock.now()
+        deps = self._deps
+        now = deps.clock.now()
         try:
-            verdict = await runtime.overlay.verdict()
+            verdict = await deps.overlay.verdict()
             fractions = {
                 (tenant, budget.period): spent_fraction(
-                    budget, await tenant_spent(runtime.totals, tenant, budget, now)
+                    budget, await tenant_spent(deps.totals, tenant, budget, now)
                 )
                 for tenant, budget in verdict.budgets.items()
             }

@@ -10,50 +10,76 @@ price has `cost: null`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import Annotated, cast
 
 from fastapi import APIRouter, Query
 
+from leasegate.control_plane.spend_today import start_of_day
+from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
-from leasegate.db.usage import GROUPINGS, Grouping, UsageGroup
+from leasegate.core.ports.usage import GROUPINGS, Grouping, UsageGroup, UsageReader
 from leasegate.wire import UsageGroup as UsageGroupView
 from leasegate.wire import UsageReport
 
-if TYPE_CHECKING:  # the runtime holds a SpendToday: a runtime import would be circular
-    from leasegate.control_plane.runtime import ControlRuntime
+__all__ = ["UsageDeps", "start_of_day", "usage_report", "usage_router", "usage_view"]
 
-_DEFAULT_GROUPS = "account,model"
+DEFAULT_GROUPS = "account,model"
 
 
-def usage_router(runtime: ControlRuntime) -> APIRouter:
+@dataclass(frozen=True, slots=True)
+class UsageDeps:
+    """What the usage read uses: the evidence's sums, the clock (today's default window) and
+    the accounts file's currency."""
+
+    usage: UsageReader
+    clock: Clock
+    currency: str | None
+
+
+def usage_router(deps: UsageDeps) -> APIRouter:
     router = APIRouter()
 
     @router.get("/usage")
     async def usage(
         since: Annotated[str | None, Query(max_length=64)] = None,
         until: Annotated[str | None, Query(max_length=64)] = None,
-        group_by: Annotated[str, Query(max_length=64)] = _DEFAULT_GROUPS,
+        group_by: Annotated[str, Query(max_length=64)] = DEFAULT_GROUPS,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     ) -> UsageReport:
-        now = runtime.clock.now()
-        start = instant(since, "since") if since else start_of_day(now)
-        end = instant(until, "until") if until else now + timedelta(microseconds=1)
-        if end <= start:
-            raise GatewayError("invalid-request", "until must be after since")
-        groups = groupings(group_by)
-        found = await runtime.stores.store.usage(start, end, groups, limit=limit, offset=offset)
-        return UsageReport(
-            since=start,
-            until=end,
-            group_by=groups,
-            currency=runtime.registry.currency,
-            usage=tuple(usage_view(group) for group in found),
-            next_offset=offset + limit if len(found) == limit else None,
-        )
+        return await usage_report(deps, since, until, group_by, limit=limit, offset=offset)
 
     return router
+
+
+async def usage_report(
+    deps: UsageDeps,
+    since: str | None = None,
+    until: str | None = None,
+    group_by: str = DEFAULT_GROUPS,
+    *,
+    limit: int = 100,
+    offset: int = 0,
+) -> UsageReport:
+    """One page of groups of the window (today so far by default); `invalid-request` for a
+    window that ends before it starts, an instant without a zone or an unknown grouping."""
+    now = deps.clock.now()
+    start = instant(since, "since") if since else start_of_day(now)
+    end = instant(until, "until") if until else now + timedelta(microseconds=1)
+    if end <= start:
+        raise GatewayError("invalid-request", "until must be after since")
+    groups = groupings(group_by)
+    found = await deps.usage.usage(start, end, groups, limit=limit, offset=offset)
+    return UsageReport(
+        since=start,
+        until=end,
+        group_by=groups,
+        currency=deps.currency,
+        usage=tuple(usage_view(group) for group in found),
+        next_offset=offset + limit if len(found) == limit else None,
+    )
 
 
 def usage_view(group: UsageGroup) -> UsageGroupView:
@@ -89,33 +115,3 @@ def instant(raw: str, name: str) -> datetime:
     if value.tzinfo is None:
         raise GatewayError("invalid-request", f"{name} must carry a timezone (e.g. ...Z)")
     return value.astimezone(UTC)
-
-
-def start_of_day(now: datetime) -> datetime:
-    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-class SpendToday:
-    """Each account's usage since midnight UTC, for the accounts view: summed at most once per
-    `max_age_s` (a busy day has millions of rows; the view is polled)."""
-
-    def __init__(self, max_age_s: float = 30.0) -> None:
-        self._max_age_s = max_age_s
-        self._cached: tuple[float, datetime, dict[str | None, UsageGroup]] | None = None
-
-    async def by_account(self, runtime: ControlRuntime) -> dict[str | None, UsageGroup]:
-        now = runtime.clock.now()
-        day = start_of_day(now)
-        cached = self._cached
-        if (
-            cached is not None
-            and cached[1] == day
-            and runtime.clock.monotonic() - cached[0] < self._max_age_s
-        ):
-            return cached[2]
-        found = await runtime.stores.store.usage(
-            day, now + timedelta(microseconds=1), ("account",), limit=10_000
-        )
-        totals = {group.keys["account"]: group for group in found}
-        self._cached = (runtime.clock.monotonic(), day, totals)
-        return totals

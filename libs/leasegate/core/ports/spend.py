@@ -73,3 +73,10 @@ class SpendEvidence(Protocol):
         """Sums per account of the evidence rows started in `[since, until)` of one tenant's
         decisions, or of one dispatch chain's (exactly one of `tenant`, `chain_id`)."""
         ...
+
+
+class BudgetedChains(Protocol):
+    async def budgeted_live_chains(self, now: datetime) -> list[str]:
+        """The chains of the keys live at `now` that carry a dispatch budget: the chain totals
+        the spend reconciler brings back to evidence."""
+        ...

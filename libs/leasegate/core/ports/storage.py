@@ -125,7 +125,13 @@ class HopReader(Protocol):
         """The key holding this dispatch's one live lease, if any."""
 
 
-class LeaseStore(KeyReader, Protocol):
+class LeaseCounts(Protocol):
+    async def live_lease_counts(self, account_ids: Iterable[str], now: datetime) -> dict[str, int]:
+        """Live keys per account; every asked id is a key of the answer."""
+        ...
+
+
+class LeaseStore(KeyReader, LeaseCounts, Protocol):
     """Mints, renewals and revocations. A lease is a live key row: nothing else to keep in step.
 
     A key is live while `revoked_at IS NULL AND expires_at > now`; every path that ends one
@@ -185,9 +191,6 @@ class LeaseStore(KeyReader, Protocol):
         self, account_id: str, reason: RevokeReason, now: datetime
     ) -> list[KeyRecord]:
         """End every live key of the account; returns the keys this call ended."""
-
-    async def live_lease_counts(self, account_ids: Iterable[str], now: datetime) -> dict[str, int]:
-        """Live keys per account; every asked id is a key of the answer."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,7 +101,7 @@ def last_change(records: Sequence[AuditRecord]) -> dict[str, AuditRecord]:
 
 
 async def pool_view(runtime: ControlRuntime) -> PoolView:
-    view = (await accounts_view(runtime)).model_dump(mode="json")  # as the API serves it
+    view = (await accounts_view(runtime.accounts)).model_dump(mode="json")  # as the API serves it
     _, snapshot = await runtime.overlay.read_full()
     changes = last_change(snapshot.records)
     models: list[str] = []

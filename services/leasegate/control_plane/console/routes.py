@@ -244,7 +244,7 @@ async def _apply(
         on_behalf_of=None,
     )
     try:
-        record, _ = await change_state(runtime, change)
+        record, _ = await change_state(runtime.admin, change)
     except GatewayError as error:
         if error.code != "revision-conflict":
             return message(request, session, error.status, "Not done", error.message)

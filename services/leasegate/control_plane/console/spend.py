@@ -28,10 +28,11 @@ from leasegate.control_plane.console.web import (
 )
 from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.schemas import ID_PATTERN
-from leasegate.control_plane.tenants import TenantBudgetBody, budgets_view
+from leasegate.control_plane.tenant_views import budgets_view
+from leasegate.control_plane.tenants import TenantBudgetBody
 from leasegate.control_plane.usage import start_of_day, usage_view
 from leasegate.core.errors import GatewayError
-from leasegate.db.usage import Grouping
+from leasegate.core.ports.usage import Grouping
 
 _GROUPS: tuple[tuple[Grouping, str], ...] = (
     ("tenant", "Tenant"),
@@ -68,7 +69,7 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
         ]
         tokens = [(str(g.keys["day"]), float(g.input_tokens + g.output_tokens)) for g in per_day]
         priced = any(g.cost is not None for g in per_day)
-        budgets = await budgets_view(runtime)
+        budgets = await budgets_view(runtime.tenant_reads)
         record = None
         if done is not None:
             _, snapshot = await runtime.overlay.read_full()
@@ -100,7 +101,9 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             problem = body if isinstance(body, str) else "Tenant: letters, digits, ._:/@-."
             return message(request, session, 400, "Not done", problem)
         try:
-            record = await change_budget(runtime, tenant, body, session.name)
+            record = await change_budget(
+                runtime.overlay, runtime.reconciler, tenant, body, session.name
+            )
         except GatewayError as error:
             return message(request, session, error.status, "Not done", error.message)
         return RedirectResponse(f"/console/spend?done={record.seq}", status_code=303)
