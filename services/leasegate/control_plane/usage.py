@@ -23,6 +23,7 @@ from leasegate.core.ports.usage import GROUPINGS, Grouping, UsageGroup, UsageRea
 from leasegate.wire import UsageGroup as UsageGroupView
 from leasegate.wire import UsageReport
 
+# start_of_day lives in spend_today; named here too for the console's Spend page
 __all__ = ["UsageDeps", "start_of_day", "usage_report", "usage_router", "usage_view"]
 
 DEFAULT_GROUPS = "account,model"
