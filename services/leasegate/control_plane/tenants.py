@@ -78,9 +78,7 @@ def tenants_router(deps: TenantDeps) -> APIRouter:
         authorization: Annotated[str | None, Header()] = None,
     ) -> TenantBudgetChanged:
         caller = await admin(request, authorization)
-        record = await change_budget(
-            deps.overlay, deps.reconciler, tenant, body, caller.name
-        )
+        record = await change_budget(deps.overlay, deps.reconciler, tenant, body, caller.name)
         view = await tenant_view(deps.reads, tenant)
         appended = TenantBudgetRecord.model_validate(record, from_attributes=True)
         return TenantBudgetChanged(**dict(view), record=appended)
