@@ -25,9 +25,9 @@ from collections.abc import Callable
 from botocore.credentials import ReadOnlyCredentials, RefreshableCredentials
 from yarl import URL
 
+from leasegate.demo import eventstream
 from leasegate.providers.bedrock import EventStreamDecoder
 from leasegate.upstream.cloud_auth import AwsSigner, GoogleToken, sigv4_headers
-from tests.fixtures import aws_eventstream as es
 
 BODY = json.dumps(
     {
@@ -92,7 +92,7 @@ def main() -> int:
         "index": 0,
         "delta": {"type": "text_delta", "text": "a word or two "},
     }
-    frame = es.chunk(delta)
+    frame = eventstream.chunk(json.dumps(delta).encode())
     decoder = EventStreamDecoder()
     decode = per_call_us(lambda: decoder.feed(frame), n)
 

@@ -20,7 +20,7 @@ import anthropic
 import pytest
 
 from tests.fixtures.gateways import Gateway, gateway_env, in_process_gateway
-from tests.fixtures.mock_vertex import MockVertex, mock_vertex
+from tests.fixtures.mock_clouds import MockVertex, mock_vertex
 from tests.fixtures.scripted import ENV, account_health, only_row
 from tests.fixtures.services import StoresEnv
 
