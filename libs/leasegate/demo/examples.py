@@ -1,12 +1,15 @@
 """What the demo upstream answers, per provider kind: the demo's registry of examples.
 
-`EXAMPLES` has one `KindExamples` per kind of leasegate.providers (the completeness test,
-tests/unit/providers/test_completeness.py, fails for a kind without one): a typical answer
-on each of its endpoints, plain and streamed, a typical error payload (with the headers the
-provider names its error in) and a typical in-stream error, each in the shape the kind's
-upstream answers in, and which of its upstream paths ask for a stream by themselves. Most
-kinds answer in their wire's own shape; a cloud frames its streams its own way (Bedrock's AWS
-event stream) and names its errors its own way (AWS's `x-amzn-ErrorType`, Google's status).
+`EXAMPLES` has one `KindExamples` per kind of leasegate.providers, naming the examples of
+every wire its endpoints speak (leasegate.demo.wires); the completeness test
+(tests/unit/providers/test_completeness.py) walks it, and fails for a kind without an entry
+or an endpoint whose wire has no examples, and reads every example back through the kind as
+the proxy would. An entry says what the kind's upstream answers: a typical answer on each of
+its endpoints, plain and streamed, a typical error (with the headers the provider names it
+in) and a typical in-stream error, each in the shape that upstream answers in, and which of
+its upstream paths ask for a stream by themselves. Most kinds answer in their wires' own
+shapes; a cloud frames its streams its own way (Bedrock's AWS event stream) and names its
+errors its own way (AWS's `x-amzn-ErrorType`, Google's status).
 
 Every answer names the placeholder `EXAMPLE_MODEL`; the demo upstream puts the request's
 model in its place.
@@ -18,7 +21,12 @@ import json
 from collections.abc import Mapping
 
 from leasegate.demo import eventstream
-from leasegate.providers import EXAMPLE_MODEL, Endpoint, Example, ProviderKind
+from leasegate.demo.wires.anthropic import MESSAGES_EXAMPLES
+from leasegate.demo.wires.base import EXAMPLE_MODEL, Example, WireExamples
+from leasegate.demo.wires.gemini import GEMINI_EXAMPLES, google_error_body
+from leasegate.demo.wires.openai import CHAT_EXAMPLES
+from leasegate.demo.wires.responses import RESPONSES_EXAMPLES
+from leasegate.providers import Endpoint, ProviderKind
 
 __all__ = ["EXAMPLES", "EXAMPLE_MODEL", "Example", "KindExamples", "examples_of"]
 
@@ -33,17 +41,25 @@ class KindExamples:
     an endpoint that always streams)."""
     stream_content_type = "text/event-stream"
 
+    def __init__(self, wires: Mapping[str, WireExamples]) -> None:
+        self.wires = dict(wires)
+        """The examples of each wire the kind's endpoints speak, by wire name."""
+
+    def of(self, endpoint: Endpoint) -> WireExamples:
+        """The examples of the endpoint's wire (KeyError: none for that wire)."""
+        return self.wires[endpoint.wire.name]
+
     def answer(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
         """A typical answer with `n` content pieces: a body, or (streamed) its SSE events."""
-        return endpoint.wire.example(endpoint, stream, n)
+        return self.of(endpoint).answer(endpoint, stream, n)
 
     def error(self, endpoint: Endpoint, status: int) -> tuple[Mapping[str, str], bytes]:
         """A typical error answer for `status`: headers and payload."""
-        return _NO_HEADERS, endpoint.wire.example_error_body(status)
+        return _NO_HEADERS, self.of(endpoint).error_body(status)
 
     def error_event(self, endpoint: Endpoint) -> bytes:
         """A typical in-stream error of the upstream itself, framed as its stream is."""
-        return endpoint.wire.example_error_event()
+        return self.of(endpoint).error_event()
 
     def frame(self, sse: bytes) -> bytes:
         """SSE events of `answer` framed as this kind's upstream streams them."""
@@ -74,9 +90,8 @@ class BedrockExamples(KindExamples):
 
     def error(self, endpoint: Endpoint, status: int) -> tuple[Mapping[str, str], bytes]:
         name = _AWS_ERRORS.get(status, "InternalServerException")
-        headers = {
-            "x-amzn-errortype": f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"
-        }
+        where = "http://internal.amazon.com/coral/com.amazon.bedrock/"
+        headers = {"x-amzn-errortype": f"{name}:{where}"}
         return headers, json.dumps({"message": f"mock status {status}"}).encode()
 
     def error_event(self, endpoint: Endpoint) -> bytes:
@@ -91,31 +106,25 @@ class VertexExamples(KindExamples):
 
     stream_suffixes = (":streamRawPredict",)
 
-    def __init__(self, google: Endpoint) -> None:
-        self._google = google
-
     def error(self, endpoint: Endpoint, status: int) -> tuple[Mapping[str, str], bytes]:
-        return _NO_HEADERS, self._google.wire.example_error_body(status)
+        return _NO_HEADERS, google_error_body(status)
 
 
-def _registry() -> dict[str, KindExamples]:
-    from leasegate.providers.gemini import GENERATE
+_OPENAI = {"openai": CHAT_EXAMPLES, "responses": RESPONSES_EXAMPLES}
+_ANTHROPIC = {"anthropic": MESSAGES_EXAMPLES}
+_GEMINI = {"gemini": GEMINI_EXAMPLES}
 
-    sse = KindExamples()
-    return {
-        "openai": sse,
-        "anthropic": sse,
-        "openrouter": sse,
-        "openai-compatible": sse,
-        "azure-openai": sse,
-        "gemini": sse,
-        "bedrock": BedrockExamples(),
-        "vertex": VertexExamples(GENERATE),
-        "vertex-gemini": sse,
-    }
-
-
-EXAMPLES: Mapping[str, KindExamples] = _registry()
+EXAMPLES: Mapping[str, KindExamples] = {
+    "openai": KindExamples(_OPENAI),
+    "anthropic": KindExamples(_ANTHROPIC),
+    "openrouter": KindExamples(_OPENAI),
+    "openai-compatible": KindExamples(_OPENAI),
+    "azure-openai": KindExamples({"openai": CHAT_EXAMPLES}),
+    "gemini": KindExamples(_GEMINI),
+    "bedrock": BedrockExamples(_ANTHROPIC),
+    "vertex": VertexExamples(_ANTHROPIC),
+    "vertex-gemini": KindExamples(_GEMINI),
+}
 """Every kind's examples, by kind name."""
 
 

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from leasegate.demo.examples import EXAMPLE_MODEL, EXAMPLES, Example, KindExamples
+from leasegate.demo.wires.base import INPUT_TOKENS, family_error_body
 from leasegate.providers import KINDS, Endpoint, Wire
-from leasegate.providers.common import INPUT_TOKENS, family_error_body
 
 __all__ = [
     "INPUT_TOKENS",
