@@ -35,6 +35,8 @@ def test_a_cloud_account_without_its_extra_is_left_out(
     find_spec = importlib.util.find_spec
 
     def without(name: str, package: str | None = None) -> object:
+        if name == module and "." in name:  # as without its parent package (`google`)
+            raise ModuleNotFoundError(f"No module named {name.split('.')[0]!r}")
         return None if name == module else find_spec(name, package)
 
     monkeypatch.setattr(importlib.util, "find_spec", without)

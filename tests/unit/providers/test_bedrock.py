@@ -275,11 +275,13 @@ def test_without_its_extra_the_accounts_file_refuses_in_one_line(
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *args: None if name in ("botocore", "google.auth") else real(name, *args),
-    )
+
+    def missing(name: str, *args: object) -> object:
+        if name == "google.auth":  # as without any `google` package: its parent is missing
+            raise ModuleNotFoundError("No module named 'google'", name="google")
+        return None if name == "botocore" else real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
     with pytest.raises(AccountsFileError) as refused:
         parse_accounts(_accounts(region="eu-central-1"), set())
     assert str(refused.value) == (
