@@ -7,14 +7,16 @@ drives chat completions directly at the mock, through the floor (`bench/floor.py
 Python forwarder costs on this machine, for scale) and through each gateway: non-streaming at
 c=1/16/64 and streaming at c=1/16, each phase `--repeats` times; then mints at c=16; then
 the rates fleets run at (`bench/paced.py`: 10 and 50 requests/s against a slow upstream, and
-open paced streams until the floor itself breaks), direct, floor and production side by side.
+open paced streams until the floor itself breaks), direct, floor and production side by side;
+then the CPU a `bedrock` or `vertex` request adds (`bench/cloud_auth.py`: SigV4, the Google
+token, decoding Bedrock's event stream).
 Prints the issue's summary table (median [min-max] of the repeats) and every phase, and
 writes bench/results/latest.json. Everything it started is stopped, and the database
 dropped, however the run ends.
 
     python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
                        [--rotate-keys N] [--key-cache-ttl S] [--streams-cap N]
-                       [--only json-c16,mint-c16,paced-10,paced-50,streams]
+                       [--only json-c16,mint-c16,paced-10,paced-50,streams,cloud-auth]
 """
 
 from __future__ import annotations
@@ -240,6 +242,17 @@ def _paced_table(paced: dict[str, list[dict[str, object]]]) -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(stream_lines)
 
 
+def _cloud_auth() -> tuple[dict[str, float], str]:
+    """The cloud kinds' signing, token and decoding cost (bench/cloud_auth.py), or why not."""
+    try:
+        from bench import cloud_auth  # needs the `bedrock` and `vertex` extras
+    except ImportError:
+        return {}, "not measured: pip install 'leasegate[bedrock,vertex]'"
+    sys.stderr.write("bench: measuring the cloud kinds' signing and decoding\n")
+    results = cloud_auth.measure()
+    return results, cloud_auth.report(results)
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds through the ExitStack: processes, database
 
@@ -279,10 +292,10 @@ def _arguments() -> argparse.Namespace:
         "--only",
         default=None,
         help="the phases to run, comma-separated (json-c1, json-c16, json-c64, sse-c1, "
-        "sse-c16, mint-c16, paced-10, paced-50, streams); default all",
+        "sse-c16, mint-c16, paced-10, paced-50, streams, cloud-auth); default all",
     )
     args = parser.parse_args()
-    known = {f"{kind}-c{c}" for kind, c in PHASES} | {"mint-c16", *PACED}
+    known = {f"{kind}-c{c}" for kind, c in PHASES} | {"mint-c16", *PACED, "cloud-auth"}
     if args.only and not set(args.only.split(",")) <= known:
         parser.error(f"--only takes some of: {', '.join(sorted(known))}")
     if not 1 <= args.rotate_keys <= args.live_keys + 1:
@@ -321,6 +334,7 @@ def main() -> int:
         if only is None or only & set(PACED):
             paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
             paced = asyncio.run(_measure_paced(stack, paced_key, only, args.streams_cap))
+    cloud = _cloud_auth() if only is None or "cloud-auth" in only else None
     meta = {
         "generator": (
             "wrk (c>1) and raw asyncio HTTP/1.1 (c=1, mints)"
@@ -346,7 +360,12 @@ def main() -> int:
         print()
         print("paced rates (8 KB bodies, upstream 200-350 ms) and open paced streams:")
         print(_paced_table(paced))
-    write_json(RESULTS / "latest.json", {**meta, "paced": paced}, phases)
+    if cloud is not None:
+        print()
+        print("cloud kinds, CPU each adds to a request beyond `anthropic` (bench/cloud_auth.py):")
+        print(cloud[1])
+    cloud_json = {"cloud_auth": cloud[0]} if cloud is not None else {}
+    write_json(RESULTS / "latest.json", {**meta, "paced": paced, **cloud_json}, phases)
     print(f"wrote {RESULTS / 'latest.json'} ({meta['wall_seconds']} s)")
     return 0
 

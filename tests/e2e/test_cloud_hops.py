@@ -17,8 +17,7 @@ import pytest
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
 from tests.fixtures.gateways import Gateway, gateway_env, in_process_gateway
-from tests.fixtures.mock_bedrock import MockBedrock, mock_bedrock
-from tests.fixtures.mock_vertex import MockVertex, mock_vertex
+from tests.fixtures.mock_clouds import MockBedrock, MockVertex, mock_bedrock, mock_vertex
 from tests.fixtures.scripted import ENV
 from tests.fixtures.services import StoresEnv
 

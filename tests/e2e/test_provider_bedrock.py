@@ -20,7 +20,7 @@ import anthropic
 import pytest
 
 from tests.fixtures.gateways import Gateway, gateway_env, in_process_gateway
-from tests.fixtures.mock_bedrock import MockBedrock, mock_bedrock
+from tests.fixtures.mock_clouds import MockBedrock, mock_bedrock
 from tests.fixtures.scripted import ENV, account_health, only_row
 from tests.fixtures.services import StoresEnv
 

@@ -20,7 +20,7 @@ import anthropic
 import pytest
 
 from tests.fixtures.gateways import Gateway, gateway_env, in_process_gateway
-from tests.fixtures.mock_vertex import MockVertex, mock_vertex
+from tests.fixtures.mock_clouds import MockVertex, mock_vertex
 from tests.fixtures.scripted import ENV, account_health, only_row
 from tests.fixtures.services import StoresEnv
 
@@ -101,7 +101,7 @@ async def test_claude_and_gemini_on_vertex_through_the_proxy(
         lowered = {name.lower() for name in plain.headers}
         assert not lowered & {"anthropic-version", "anthropic-beta", "x-api-key"}
         assert plain.headers["Authorization"].startswith("Bearer ya29.")
-        rows = await gateway.evidence_for(minted["mint_decision_id"])
+        rows = await gateway.evidence_for(minted["mint_decision_id"], count=2)
         assert [(r["outcome"], r["input_tokens"], r["cache_read_input_tokens"]) for r in rows] == [
             ("success", 12, 4),
             ("success", 12, 4),
@@ -124,11 +124,8 @@ async def test_claude_and_gemini_on_vertex_through_the_proxy(
             google + GEMINI + ":streamGenerateContent?alt=sse",
         ]
         assert "x-goog-api-key" not in {name.lower() for name in mock.seen[2].headers}
-        for _ in range(50):  # the streamed answer's row is written once its stream has ended
-            gem_rows = await gateway.evidence_for(gem["mint_decision_id"])
-            if len(gem_rows) == 2:
-                break
-            await asyncio.sleep(0.05)
+        # the streamed answer's row is written once its stream has ended
+        gem_rows = await gateway.evidence_for(gem["mint_decision_id"], count=2)
         # Gemini's counts: the 4 cached tokens inside the 12 input ones (8 at the input price)
         gemini_cost = (8 * 3 + 4 * Decimal("0.3") + 3 * 15) / 10**6
         assert [Decimal(r["cost"]) for r in gem_rows] == [gemini_cost, gemini_cost]

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasegate.demo.upstream_payloads import render, usage_asked
+from leasegate.demo.upstream_payloads import render, route, usage_asked
 from leasegate.providers import OptionError, Usage, kind_named, wire_named
 from leasegate.providers.estimate import (
     CHARS_PER_TOKEN,
@@ -237,8 +237,10 @@ def test_the_demo_upstream_reports_stream_usage_only_when_asked() -> None:
         assert not usage_asked(endpoint, plain)
         assert usage_asked(endpoint, asked)
         assert plain == {"model": "m", "stream": True}  # the question changes nothing
-        full = render(endpoint, True, 3).chunks
-        bare = render(endpoint, True, 3, usage_asked=False).chunks
+        where = route(endpoint.path)
+        assert where is not None
+        full = render(where, True, 3).chunks
+        bare = render(where, True, 3, usage_asked=False).chunks
         assert len(bare) == len(full) - 1
         assert not any(b'"usage": {' in c or b'"usage":{' in c for c in bare)
         assert full[-1] == bare[-1] == DONE

@@ -3,10 +3,15 @@
 A raw asyncio HTTP/1.1 server (keep-alive, Content-Length request bodies) answering POST on
 every path a provider kind sends to (/v1/chat/completions, /v1/messages, Azure's
 /openai/deployments/{deployment}/chat/completions, Gemini's
-/v1beta/models/{model}:generateContent, ...: the kinds say which, leasegate.providers) with
-pre-rendered JSON or SSE in that kind's shape, echoing the request's model (the path's, else
-the body's `model`); like OpenAI, a chat or completions stream reports its usage only when the
-request sets `stream_options.include_usage`. A test's `script` picks a
+/v1beta/models/{model}:generateContent, Bedrock's /model/{modelId}/invoke and
+/invoke-with-response-stream, Vertex AI's .../publishers/anthropic/models/{model}:rawPredict
+and :streamRawPredict, .../publishers/google/models/{model}:generateContent and
+:streamGenerateContent, ...: the kinds say which, leasegate.providers) with pre-rendered JSON
+or a stream in that kind's shape (leasegate.demo.examples: SSE, or Bedrock's AWS event
+stream), echoing the request's model (the path's, else the body's `model`); like OpenAI, a
+chat or completions stream reports its usage only when the request sets
+`stream_options.include_usage`. It accepts any credential and any signature (SigV4, an OAuth2
+token): it is a demo; the tests' mock clouds verify them. A test's `script` picks a
 `Reply` per request: an error status, Retry-After, slow chunks, an in-stream error event, a
 connection cut mid-stream, a hang before headers, a reset.
 
@@ -31,9 +36,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 from leasegate.demo.upstream_payloads import (
+    DemoRoute,
     Example,
-    UpstreamRoute,
-    error_body,
+    error_answer,
     error_event,
     render,
     route,
@@ -41,7 +46,6 @@ from leasegate.demo.upstream_payloads import (
     with_model,
 )
 from leasegate.demo.upstream_script import MockRequest, Reply, Script
-from leasegate.providers import Endpoint
 
 __all__ = ["DEFAULT_CHUNKS", "MockRequest", "MockUpstream", "Reply", "Script", "main"]
 
@@ -70,9 +74,9 @@ class MockUpstream:
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self._templates: dict[tuple[object, bool, int, bool], Example] = {}
+        self._templates: dict[tuple[object, object, bool, int, bool], Example] = {}
         self._wire: dict[tuple[str, bool, int, str, bool], bytes] = {}
-        self._routes: dict[str, UpstreamRoute | None] = {}
+        self._routes: dict[str, DemoRoute | None] = {}
 
     @property
     def url(self) -> str:
@@ -153,7 +157,7 @@ class MockUpstream:
             self.in_flight -= 1
         return keep and request.headers.get("connection", "").lower() != "close"
 
-    def _route(self, path: str) -> UpstreamRoute | None:
+    def _route(self, path: str) -> DemoRoute | None:
         if path not in self._routes:
             if len(self._routes) >= _MAX_TEMPLATES:
                 self._routes.clear()
@@ -163,7 +167,7 @@ class MockUpstream:
     async def _answer(
         self,
         request: MockRequest,
-        where: UpstreamRoute | None,
+        where: DemoRoute | None,
         reply: Reply,
         writer: asyncio.StreamWriter,
     ) -> bool:
@@ -175,21 +179,19 @@ class MockUpstream:
             return False
         if reply.headers_delay_s > 0:
             await asyncio.sleep(reply.headers_delay_s)
-        endpoint = where.endpoint if where is not None else None
         if reply.body is not None:
             await _send_body(writer, reply.status, reply.headers, reply.body)
-        elif request.method != "POST" or where is None or endpoint is None:
+        elif request.method != "POST" or where is None:
             status = 405 if where is not None else 404
-            await _send_body(writer, status, reply.headers, error_body(status, endpoint))
+            await _send_error(writer, status, reply.headers, where)
         elif request.json is None:
-            await _send_body(writer, 400, reply.headers, error_body(400, endpoint))
+            await _send_error(writer, 400, reply.headers, where)
         elif reply.status >= 400:
-            body = error_body(reply.status, endpoint)
-            await _send_body(writer, reply.status, reply.headers, body)
+            await _send_error(writer, reply.status, reply.headers, where)
         else:
             model = _model(where, request.json)
-            asked = usage_asked(endpoint, request.json)
-            rendered = self._rendered(endpoint, request.stream, asked)
+            asked = usage_asked(where.endpoint, request.json)
+            rendered = self._rendered(where, request.stream, asked)
             if rendered.body is not None and reply.chunks is None:
                 await _send_body(
                     writer, reply.status, reply.headers, with_model(rendered.body, model)
@@ -197,14 +199,14 @@ class MockUpstream:
                 return True
             chunks = reply.chunks
             if chunks is None:
-                chunks = [with_model(c, model) for c in rendered.chunks]
-            return await _send_stream(
-                writer, reply, chunks, with_model(error_event(endpoint), model)
-            )
+                chunks = [where.examples.frame(with_model(c, model)) for c in rendered.chunks]
+            error = with_model(error_event(where), model)
+            content_type = where.examples.stream_content_type
+            return await _send_stream(writer, reply, chunks, error, content_type)
         return True
 
     def _default_wire(
-        self, request: MockRequest, where: UpstreamRoute, body: Mapping[str, object]
+        self, request: MockRequest, where: DemoRoute, body: Mapping[str, object]
     ) -> bytes:
         """The whole default response, status line to last byte, cached per model."""
         model = _model(where, body)
@@ -212,29 +214,31 @@ class MockUpstream:
         key = (request.path, request.stream, self.chunks, model, asked)
         wire = self._wire.get(key)
         if wire is None:
-            rendered = self._rendered(where.endpoint, request.stream, asked)
+            rendered = self._rendered(where, request.stream, asked)
             if rendered.body is not None:
                 wire = _body_wire(200, {}, with_model(rendered.body, model))
             else:
-                chunks = [with_model(c, model) for c in rendered.chunks]
-                wire = _stream_wire(Reply(), chunks, b"")
+                frame = where.examples.frame
+                chunks = [frame(with_model(c, model)) for c in rendered.chunks]
+                content_type = where.examples.stream_content_type
+                wire = _stream_wire(Reply(), chunks, b"", content_type)
             if len(self._wire) >= _MAX_TEMPLATES:
                 self._wire.clear()
             self._wire[key] = wire
         return wire
 
-    def _rendered(self, endpoint: Endpoint, stream: bool, usage: bool) -> Example:
-        key = (endpoint, stream, self.chunks, usage)
+    def _rendered(self, where: DemoRoute, stream: bool, usage: bool) -> Example:
+        key = (where.examples, where.endpoint, stream or where.stream, self.chunks, usage)
         rendered = self._templates.get(key)
         if rendered is None:
             if len(self._templates) >= _MAX_TEMPLATES:
                 self._templates.clear()
-            rendered = render(endpoint, stream, self.chunks, usage_asked=usage)
+            rendered = render(where, stream, self.chunks, usage_asked=usage)
             self._templates[key] = rendered
         return rendered
 
 
-def _model(where: UpstreamRoute, body: Mapping[str, object]) -> str:
+def _model(where: DemoRoute, body: Mapping[str, object]) -> str:
     """The model to echo: the one the path names (a deployment, Gemini's), else the body's."""
     return where.model or str(body.get("model", "mock-model"))
 
@@ -286,36 +290,51 @@ async def _send_body(
     await writer.drain()
 
 
+async def _send_error(
+    writer: asyncio.StreamWriter, status: int, headers: Mapping[str, str], where: DemoRoute | None
+) -> None:
+    """The kind's error answer for `status` (its own headers under the script's)."""
+    own, body = error_answer(status, where)
+    await _send_body(writer, status, {**own, **headers}, body)
+
+
 def _frame(chunk: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(chunk), chunk)
 
 
-def _stream_parts(reply: Reply, chunks: Sequence[bytes], error: bytes) -> tuple[bytes, int, bytes]:
+def _stream_parts(
+    reply: Reply, chunks: Sequence[bytes], error: bytes, content_type: str
+) -> tuple[bytes, int, bytes]:
     """The head, how many chunks to send, and what ends the body (nothing when cut)."""
     limit = len(chunks)
     if reply.error_after is not None:
         limit = min(limit, reply.error_after)
     if reply.cut_after is not None:
         limit = min(limit, reply.cut_after)
-    head = _head(reply.status, reply.headers, "transfer-encoding: chunked", "text/event-stream")
+    head = _head(reply.status, reply.headers, "transfer-encoding: chunked", content_type)
     ending = (_frame(error) if reply.error_after is not None else b"") + b"0\r\n\r\n"
     return head, limit, b"" if reply.cut_after is not None else ending
 
 
-def _stream_wire(reply: Reply, chunks: Sequence[bytes], error: bytes) -> bytes:
-    head, limit, ending = _stream_parts(reply, chunks, error)
+def _stream_wire(reply: Reply, chunks: Sequence[bytes], error: bytes, content_type: str) -> bytes:
+    head, limit, ending = _stream_parts(reply, chunks, error, content_type)
     return head + b"".join(_frame(c) for c in chunks[:limit]) + ending
 
 
 async def _send_stream(
-    writer: asyncio.StreamWriter, reply: Reply, chunks: Sequence[bytes], error: bytes
+    writer: asyncio.StreamWriter,
+    reply: Reply,
+    chunks: Sequence[bytes],
+    error: bytes,
+    content_type: str,
 ) -> bool:
-    """Stream `chunks` as SSE; whether the connection is still usable afterwards."""
+    """Stream `chunks` (SSE, or the kind's framing); whether the connection is still usable
+    afterwards."""
     if reply.chunk_delay_s == 0 and not reply.chunk_delays and reply.end_delay_s == 0:
-        writer.write(_stream_wire(reply, chunks, error))
+        writer.write(_stream_wire(reply, chunks, error, content_type))
         await writer.drain()
         return reply.cut_after is None
-    head, limit, ending = _stream_parts(reply, chunks, error)
+    head, limit, ending = _stream_parts(reply, chunks, error, content_type)
     writer.write(head)
     for i, chunk in enumerate(chunks[:limit]):
         delay = reply.chunk_delays[i] if i < len(reply.chunk_delays) else reply.chunk_delay_s

@@ -33,7 +33,8 @@ class Reply:
     body: bytes | None = None
     """A complete body to send as JSON instead of the rendered one (e.g. an error payload)."""
     chunks: Sequence[bytes] | None = None
-    """SSE chunks to stream instead of the rendered ones (each sent as its own HTTP chunk)."""
+    """Chunks to stream instead of the rendered ones (each sent as its own HTTP chunk), as
+    given: SSE, or a cloud's own framing (leasegate.demo.eventstream for Bedrock)."""
     chunk_delay_s: float = 0.0
     """Pause before every chunk but the first."""
     chunk_delays: Sequence[float] = ()

@@ -2,14 +2,13 @@
 
 `ProviderKind` and `Wire` are the seam (base.py); each kind lives in its own module, and
 `KINDS` (kinds.py) names them all. The accounts file, the proxy, the failure classifier and
-the demo upstream ask a kind or a wire; none of them names a provider.
+the demo upstream ask a kind or a wire; none of them names a provider. What the demo upstream
+answers for each kind is the demo's own registry (leasegate.demo.examples).
 """
 
 from leasegate.providers.base import (
-    EXAMPLE_MODEL,
     Endpoint,
     ErrorVocabulary,
-    Example,
     KeyHeader,
     OptionError,
     ProviderKind,
@@ -33,7 +32,6 @@ from leasegate.providers.kinds import (
     kind_named,
     path_hint,
     presented_key,
-    upstream_route,
     wire_named,
 )
 
@@ -42,14 +40,12 @@ __all__ = [
     "CALLER_PREFIXES",
     "COMMON_ERRORS",
     "ENDPOINTS",
-    "EXAMPLE_MODEL",
     "KEY_HEADERS",
     "KEY_HEADER_NAMES",
     "KINDS",
     "WIRES",
     "Endpoint",
     "ErrorVocabulary",
-    "Example",
     "KeyHeader",
     "OptionError",
     "ProviderKind",
@@ -63,6 +59,5 @@ __all__ = [
     "kind_named",
     "path_hint",
     "presented_key",
-    "upstream_route",
     "wire_named",
 ]

@@ -16,9 +16,7 @@ from typing import Any
 
 from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.providers.base import (
-    EXAMPLE_MODEL,
     Endpoint,
-    Example,
     KeyHeader,
     ProviderKind,
     StreamFacts,
@@ -28,18 +26,11 @@ from leasegate.providers.base import (
 )
 from leasegate.providers.common import (
     ANSWER_HEADERS,
-    CACHED_TOKENS,
     COMMON_ERRORS,
-    INPUT_TOKENS,
     SDK_HEADERS,
     FamilyErrors,
     ModelInBody,
-    dump,
     error_fields_of,
-    event,
-    family_error_body,
-    text,
-    word,
 )
 from leasegate.providers.ratelimits import anthropic_buckets
 
@@ -103,20 +94,6 @@ class MessagesWire(FamilyErrors, Wire):
         body = {"type": "error", "error": {"type": error_type, "code": code, "message": message}}
         return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
 
-    def example(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
-        if endpoint is COUNT_TOKENS:
-            return Example(dump({"input_tokens": INPUT_TOKENS}).encode())
-        if stream:
-            return Example(None, tuple(_stream(n)))
-        return Example(dump(_message(n, streaming=False)).encode())
-
-    def example_error_body(self, status: int) -> bytes:
-        return family_error_body(status)
-
-    def example_error_event(self) -> bytes:
-        error = {"type": "overloaded_error", "message": "Overloaded"}
-        return event("error", {"type": "error", "error": error})
-
 
 WIRE = MessagesWire()
 MESSAGES = Endpoint("/v1/messages", WIRE)
@@ -162,46 +139,3 @@ def betas_into_body(
     ]
     if betas and "anthropic_beta" not in fields:
         fields["anthropic_beta"] = betas
-
-
-def _message(n: int, streaming: bool) -> dict[str, object]:
-    return {
-        "id": "msg_mock",
-        "type": "message",
-        "role": "assistant",
-        "model": EXAMPLE_MODEL,
-        "content": [] if streaming else [{"type": "text", "text": text(n)}],
-        "stop_reason": None if streaming else "end_turn",
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": INPUT_TOKENS,
-            "output_tokens": 1 if streaming else n,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": CACHED_TOKENS,
-        },
-    }
-
-
-def _stream(n: int) -> list[bytes]:
-    block = {"type": "text", "text": ""}
-    chunks = [
-        event("message_start", {"type": "message_start", "message": _message(n, True)}),
-        event(
-            "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": block},
-        ),
-        event("ping", {"type": "ping"}),
-    ]
-    for i in range(n):
-        delta = {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "text_delta", "text": word(i)},
-        }
-        chunks.append(event("content_block_delta", delta))
-    chunks.append(event("content_block_stop", {"type": "content_block_stop", "index": 0}))
-    end = {"stop_reason": "end_turn", "stop_sequence": None}
-    delta_event = {"type": "message_delta", "delta": end, "usage": {"output_tokens": n}}
-    chunks.append(event("message_delta", delta_event))
-    chunks.append(event("message_stop", {"type": "message_stop"}))
-    return chunks

@@ -2,19 +2,21 @@
 
 A *kind* (`ProviderKind`) is what an account's `provider:` names. It says which endpoints its
 accounts serve, how its credential is sent, which account fields it adds, how the upstream
-path is built from the served model, how its error identifiers are classified, and how the
-demo upstream recognises a request meant for it.
+path is built from the served model (and which of its endpoints an upstream path is), and how
+its error identifiers are classified.
 
 A *wire* (`Wire`) is the shape of bodies and events on a family of endpoints, shared by the
 kinds that speak it (the OpenAI chat shape is spoken by four kinds): where usage is in a body
-and in a stream's events, what ends a stream, how an error payload names itself, how an error
-event the gateway appends is rendered, and what a typical answer looks like (the demo
-upstream serves it).
+and in a stream's events, what ends a stream, how an error payload names itself, and how an
+error event the gateway appends is rendered.
 
 Both are abstract base classes in the manner of httpx's transport base: a few class
 attributes and abstract methods; a kind that leaves a part out cannot be instantiated. Every
 object here is pure (no I/O) and built once per process; the proxy resolves an account's kind
 at start-up, so none of this costs a look-up per request beyond one attribute read.
+
+What the demo upstream answers for each kind is the demo's (leasegate.demo.examples), not
+the seam's.
 """
 
 from __future__ import annotations
@@ -28,10 +30,6 @@ from typing import Any, ClassVar, Protocol
 import orjson
 
 from leasegate.core.ports.quota import Bucket, QuotaDimension
-
-EXAMPLE_MODEL = "__mock_model__"
-"""The placeholder model name in a wire's examples (the demo upstream substitutes the
-request's model, JSON-quoted, for the quoted placeholder)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +64,6 @@ class StreamFacts(Protocol):
     completed: bool
 
     def record_error(self, type_: str | None, code: str | None) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Example:
-    """A typical answer with `EXAMPLE_MODEL` in it: a whole body, or a stream's events."""
-
-    body: bytes | None
-    chunks: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,18 +160,6 @@ class Wire(ABC):
         """An SSE error event in this wire's own shape, so the caller's SDK raises on it.
         `message` goes to the caller: it must never carry a credential or upstream text."""
 
-    @abstractmethod
-    def example(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
-        """A typical answer on `endpoint` with `n` content pieces (the demo upstream's)."""
-
-    @abstractmethod
-    def example_error_body(self, status: int) -> bytes:
-        """A typical error payload for `status` in this wire's shape."""
-
-    @abstractmethod
-    def example_error_event(self) -> bytes:
-        """A typical in-stream error of the upstream itself (with `EXAMPLE_MODEL`, if any)."""
-
     def usage_from_body(self, body: bytes) -> Usage:
         """Usage of a non-streaming JSON answer; empty when the body is not a JSON object."""
         try:
@@ -238,7 +216,7 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRoute:
-    """An upstream path recognised by a kind (the demo upstream's question)."""
+    """An upstream path recognised by a kind (`ProviderKind.upstream_route`)."""
 
     endpoint: Endpoint
     model: str | None

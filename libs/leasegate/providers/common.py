@@ -1,5 +1,5 @@
-"""What the OpenAI-shaped family shares: error payloads, their vocabulary, context-length
-recognizers, and the helpers every wire's examples are written with.
+"""What the OpenAI-shaped family shares: error payloads, their vocabulary, and context-length
+recognizers.
 
 OpenAI, OpenRouter, OpenAI-compatible servers (vLLM, ...) and Anthropic name their errors in
 one of a few related shapes, and an OpenAI-compatible upstream may answer in any of them, so
@@ -11,7 +11,6 @@ never does, so nothing a provider echoes back from a prompt can end up in an evi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -191,46 +190,3 @@ class ModelInBody:
 
     def upstream_route(self, path: str) -> UpstreamRoute | None:
         return exact_route(self.endpoints, path)
-
-
-# The examples' building blocks.
-
-INPUT_TOKENS = 12
-CACHED_TOKENS = 4
-CREATED = 1_767_225_600
-_WORDS = ("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".")
-
-
-def dump(obj: object) -> str:
-    return json.dumps(obj, separators=(",", ":"))
-
-
-def word(i: int) -> str:
-    return _WORDS[i % len(_WORDS)]
-
-
-def text(n: int) -> str:
-    return "".join(word(i) for i in range(n))
-
-
-def data(obj: object) -> bytes:
-    return f"data: {dump(obj)}\n\n".encode()
-
-
-def event(name: str, obj: object) -> bytes:
-    return f"event: {name}\ndata: {dump(obj)}\n\n".encode()
-
-
-_AUTH_ERRORS = {
-    401: ("authentication_error", "invalid_api_key"),
-    402: ("billing_error", "insufficient_credits"),
-    403: ("permission_error", "permission_denied"),
-}
-
-
-def family_error_body(status: int) -> bytes:
-    """An OpenAI-shaped error payload for the examples; a 401, 402 or 403 names its
-    credential, billing or permission fault as the providers do."""
-    type_, code = _AUTH_ERRORS.get(status, ("mock_error", f"http_{status}"))
-    error = {"type": type_, "code": code, "message": f"mock status {status}"}
-    return json.dumps({"error": error}).encode()

@@ -21,10 +21,8 @@ import re
 from collections.abc import Mapping
 
 from leasegate.providers.base import (
-    EXAMPLE_MODEL,
     Endpoint,
     ErrorVocabulary,
-    Example,
     KeyHeader,
     ProviderKind,
     StreamFacts,
@@ -34,30 +32,9 @@ from leasegate.providers.base import (
     count,
     identifier,
 )
-from leasegate.providers.common import (
-    ANSWER_HEADERS,
-    CACHED_TOKENS,
-    INPUT_TOKENS,
-    SDK_HEADERS,
-    data,
-    dump,
-    error_of,
-    message_of,
-    text,
-    word,
-)
+from leasegate.providers.common import ANSWER_HEADERS, SDK_HEADERS, error_of, message_of
 
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-_STATUSES = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _V1 = "/v1/models/"
 _ANY_VERSION = re.compile(r"/v1[a-z0-9]*/models/(?P<model>[^/:]+):(?P<method>[A-Za-z]+)")
@@ -128,25 +105,6 @@ class GeminiWire(Wire):
         reason = {"@type": _ERROR_INFO, "reason": code, "domain": "leasegate"}
         error = {"code": http, "message": message, "status": status, "details": [reason]}
         return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
-
-    def example(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
-        if endpoint is COUNT_TOKENS:
-            return Example(dump({"totalTokens": INPUT_TOKENS}).encode())
-        if endpoint is STREAM_GENERATE:
-            return Example(None, tuple(_stream(n)))
-        return Example(dump(_answer(text(n), "STOP", _meta(n))).encode())
-
-    def example_error_body(self, status: int) -> bytes:
-        error = {
-            "code": status,
-            "message": f"mock status {status}",
-            "status": _STATUSES.get(status, "UNKNOWN"),
-        }
-        return json.dumps({"error": error}).encode()
-
-    def example_error_event(self) -> bytes:
-        error = {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}
-        return data({"error": error})
 
 
 WIRE = GeminiWire()
@@ -226,39 +184,3 @@ class Gemini(ProviderKind):
             if (model := endpoint.model_of(path)) is not None:
                 return UpstreamRoute(endpoint, model)
         return None
-
-
-def _meta(n: int) -> dict[str, object]:
-    return {
-        "promptTokenCount": INPUT_TOKENS,
-        "candidatesTokenCount": n,
-        "totalTokenCount": INPUT_TOKENS + n,
-        "cachedContentTokenCount": CACHED_TOKENS,
-    }
-
-
-def _answer(piece: str, finish: str | None, meta: dict[str, object]) -> dict[str, object]:
-    candidate: dict[str, object] = {
-        "content": {"parts": [{"text": piece}], "role": "model"},
-        "index": 0,
-    }
-    if finish is not None:
-        candidate["finishReason"] = finish
-    return {
-        "candidates": [candidate],
-        "usageMetadata": meta,
-        "modelVersion": EXAMPLE_MODEL,
-        "responseId": "mock-response",
-    }
-
-
-def _stream(n: int) -> list[bytes]:
-    chunks = []
-    for i in range(n):
-        partial: dict[str, object] = {
-            "promptTokenCount": INPUT_TOKENS,
-            "totalTokenCount": INPUT_TOKENS + i,
-        }
-        chunks.append(data(_answer(word(i), None, partial)))
-    chunks.append(data(_answer("", "STOP", _meta(n))))
-    return chunks

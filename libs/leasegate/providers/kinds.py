@@ -128,14 +128,6 @@ def wire_named(name: str) -> Wire:
         raise ValueError(f"unknown wire {name!r}") from None
 
 
-def upstream_route(path: str) -> UpstreamRoute | None:
-    """Which endpoint an upstream path is, asking every kind in turn (the demo upstream)."""
-    for kind in KINDS.values():
-        if (route := kind.upstream_route(path)) is not None:
-            return route
-    return None
-
-
 CALLER_PREFIXES: tuple[str, ...] = tuple(
     prefix for kind in KINDS.values() if (prefix := kind.caller_prefix) is not None
 )

@@ -12,27 +12,8 @@ import json
 import re
 from collections.abc import Mapping
 
-from leasegate.providers.base import (
-    EXAMPLE_MODEL,
-    Endpoint,
-    Example,
-    StreamFacts,
-    Usage,
-    Wire,
-)
-from leasegate.providers.common import (
-    CACHED_TOKENS,
-    CREATED,
-    INPUT_TOKENS,
-    FamilyErrors,
-    dump,
-    error_fields_of,
-    event,
-    family_error_body,
-    openai_family_usage,
-    text,
-    word,
-)
+from leasegate.providers.base import Endpoint, StreamFacts, Usage, Wire
+from leasegate.providers.common import FamilyErrors, error_fields_of, openai_family_usage
 
 
 def responses_usage(usage: Mapping[str, object]) -> Usage:
@@ -98,58 +79,6 @@ class ResponsesWire(FamilyErrors, Wire):
         body = {"type": "error", "code": code, "message": message, "param": None, "error": error}
         return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
 
-    def example(self, endpoint: Endpoint, stream: bool, n: int) -> Example:
-        if stream:
-            return Example(None, tuple(_stream(n)))
-        return Example(dump(_response(n, "completed")).encode())
-
-    def example_error_body(self, status: int) -> bytes:
-        return family_error_body(status)
-
-    def example_error_event(self) -> bytes:
-        return event("error", {"type": "error", "code": "server_error", "message": "mock failure"})
-
 
 WIRE = ResponsesWire()
 RESPONSES = Endpoint("/v1/responses", WIRE)
-
-
-def _response(n: int, status: str) -> dict[str, object]:
-    done = status == "completed"
-    content = [{"type": "output_text", "text": text(n), "annotations": []}]
-    message = {"type": "message", "id": "msg_mock", "status": status, "role": "assistant"}
-    usage = {
-        "input_tokens": INPUT_TOKENS,
-        "input_tokens_details": {"cached_tokens": CACHED_TOKENS},
-        "output_tokens": n,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": INPUT_TOKENS + n,
-    }
-    return {
-        "id": "resp_mock",
-        "object": "response",
-        "created_at": CREATED,
-        "status": status,
-        "error": None,
-        "model": EXAMPLE_MODEL,
-        "output": [{**message, "content": content}] if done else [],
-        "usage": usage if done else None,
-    }
-
-
-def _stream(n: int) -> list[bytes]:
-    created = {"type": "response.created", "sequence_number": 0}
-    chunks = [event("response.created", {**created, "response": _response(n, "in_progress")})]
-    for i in range(n):
-        delta = {
-            "type": "response.output_text.delta",
-            "item_id": "msg_mock",
-            "output_index": 0,
-            "content_index": 0,
-            "delta": word(i),
-            "sequence_number": i + 1,
-        }
-        chunks.append(event("response.output_text.delta", delta))
-    done = {"type": "response.completed", "sequence_number": n + 1}
-    chunks.append(event("response.completed", {**done, "response": _response(n, "completed")}))
-    return chunks

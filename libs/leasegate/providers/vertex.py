@@ -66,9 +66,18 @@ def _vertex_options(entry: Mapping[object, object]) -> dict[str, str]:
     location = entry.get("location")
     if not isinstance(location, str) or not _LOCATION.fullmatch(location):
         raise OptionError("location", "required: a Vertex AI region (europe-west1) or global")
-    if importlib.util.find_spec("google.auth") is None:
+    if not _installed("google.auth"):
         raise OptionError("provider", "vertex needs its extra: pip install 'leasegate[vertex]'")
     return {"project": project, "location": location}
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` can be imported; without its parent package (no `google` at all),
+    `find_spec` raises rather than answering None."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def model_prefix(options: Mapping[str, str], publisher: str) -> str:

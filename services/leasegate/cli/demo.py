@@ -1,15 +1,14 @@
 """`leasegate dev --demo`: the gateway with its bundled demo, from any directory.
 
 The demo upstream (leasegate.demo.upstream) runs in the same process on `--demo-port`; the
-bundled accounts file (package data `leasegate/demo/accounts.yaml`) is pointed at that port;
-the demo gets known control and admin tokens and a placeholder credential, each only where the
-environment does not set its own. Unless LEASEGATE_DATABASE_URL is set, the database is a
+bundled accounts (leasegate.demo.accounts: those whose kind can run here) are pointed at that
+port; the demo gets known control and admin tokens and a placeholder credential, each only
+where the environment does not set its own. Unless LEASEGATE_DATABASE_URL is set, the database is a
 fresh SQLite file in a temporary directory removed at exit, so every start is a fresh demo.
 """
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from leasegate.config import Config
@@ -19,13 +18,13 @@ DEMO_ADMIN_NAME = "demo"
 DEMO_ADMIN_TOKEN = "demo-admin-token"  # noqa: S105 - the demo's published token
 DEMO_CREDENTIAL = "demo-placeholder-credential"
 DEMO_PORT = 8090
-_BUNDLED_UPSTREAM = "http://127.0.0.1:8090"
 
 
 def demo_accounts_text(port: int) -> str:
-    """The bundled demo accounts file, its accounts pointed at the demo upstream's port."""
-    text = resources.files("leasegate.demo").joinpath("accounts.yaml").read_text("utf-8")
-    return text.replace(_BUNDLED_UPSTREAM, f"http://127.0.0.1:{port}")
+    """The bundled demo accounts that can run here, pointed at the demo upstream's port."""
+    from leasegate.demo.accounts import demo_accounts  # only `--demo` loads the demo
+
+    return demo_accounts(port)
 
 
 def demo_defaults(port: int, workdir: Path) -> dict[str, str]:

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from leasegate.accounts import AccountsFileError, parse_accounts
+from leasegate.demo.eventstream import exception
 from leasegate.providers import KINDS, StreamError, Usage
 from leasegate.providers.anthropic import MESSAGES
-from tests.fixtures import aws_eventstream as es
+from tests.fixtures.mock_clouds import anthropic_events, bedrock_chunk
 from tests.unit.providers.tables import BodyUsage, Classified, Rendered, StreamReading
 
 COVERS = ("bedrock",)
@@ -27,7 +28,7 @@ def _type(name: str) -> dict[str, str]:
     return {"x-amzn-errortype": f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
 
 
-_STREAM = b"".join(es.chunk(e) for e in es.anthropic_events(3))
+_STREAM = b"".join(bedrock_chunk(e) for e in anthropic_events(3))
 _BODY = {
     "id": "msg_1",
     "type": "message",
@@ -46,14 +47,14 @@ STREAMS = [
     StreamReading(MESSAGES, _STREAM, Usage(12, 3, 4, 2), completed=True),
     StreamReading(
         MESSAGES,
-        es.chunk(es.anthropic_events(1)[0]) + es.exception("modelStreamErrorException", "boom"),
+        bedrock_chunk(anthropic_events(1)[0]) + exception("modelStreamErrorException", "boom"),
         Usage(12, 1, 4, 2),
         completed=False,
         error=StreamError("api_error", "ModelStreamErrorException"),
     ),
     StreamReading(
         MESSAGES,
-        es.exception("throttlingException", "Too many tokens"),
+        exception("throttlingException", "Too many tokens"),
         Usage(),
         completed=False,
         error=StreamError("rate_limit_error", "ThrottlingException"),
@@ -154,7 +155,7 @@ CLASSIFIED = [
     Classified(
         MESSAGES,
         None,
-        es.exception("modelStreamErrorException", "the model failed"),
+        exception("modelStreamErrorException", "the model failed"),
         "in-stream-error",
         "model",
         True,
@@ -274,11 +275,13 @@ def test_without_its_extra_the_accounts_file_refuses_in_one_line(
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *args: None if name in ("botocore", "google.auth") else real(name, *args),
-    )
+
+    def missing(name: str, *args: object) -> object:
+        if name == "google.auth":  # as without any `google` package: its parent is missing
+            raise ModuleNotFoundError("No module named 'google'", name="google")
+        return None if name == "botocore" else real(name, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
     with pytest.raises(AccountsFileError) as refused:
         parse_accounts(_accounts(region="eu-central-1"), set())
     assert str(refused.value) == (

@@ -1,6 +1,7 @@
-"""Every registered provider kind implements every part of the seam, and its behaviour table
+"""Every registered provider kind implements every part of the seam, its behaviour table
 (tests/unit/providers/test_<its module>.py) covers usage, in-stream errors, error
-classification and the error event the gateway appends, on every wire it speaks."""
+classification and the error event the gateway appends, on every wire it speaks, and the demo
+has examples of it (leasegate.demo.examples) that the gateway reads back."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from types import ModuleType
 
 import pytest
 
+from leasegate.demo.examples import EXAMPLES
+from leasegate.demo.wires.base import INPUT_TOKENS
 from leasegate.providers import KINDS, Endpoint, ErrorVocabulary, ProviderKind, Wire
-from leasegate.providers.common import INPUT_TOKENS
 from leasegate.routing.classify import classify
 from leasegate.upstream.failures import response_observation, stream_observation
 from leasegate.upstream.sse import StreamScanner
@@ -134,29 +136,40 @@ def test_every_kind_implements_every_part(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_wire_of_every_kind_reads_its_own_examples(name: str) -> None:
-    """The demo upstream serves a wire's examples; the gateway reads them back."""
+def test_the_demo_has_examples_of_every_kind_and_the_gateway_reads_them(name: str) -> None:
+    """The demo upstream serves each kind's examples (leasegate.demo.examples); the gateway
+    reads them back as it reads that kind's upstream: a cloud's framing decoded, its error
+    payloads put in the caller's wire's shape, its vocabulary applied."""
     kind = KINDS[name]
+    examples = EXAMPLES.get(name)
+    assert examples is not None, f"leasegate.demo.examples has no examples of kind {name!r}"
     for endpoint in kind.endpoints:
         wire = endpoint.wire
-        body = wire.example(endpoint, False, 3).body
+        assert wire.name in examples.wires, f"{name}: no examples of wire {wire.name!r}"
+        body = examples.answer(endpoint, False, 3).body
         if endpoint.completion and not endpoint.always_streams:
             assert body is not None
             assert wire.usage_from_body(body).input_tokens == INPUT_TOKENS
         if endpoint.streams:
-            chunks = wire.example(endpoint, True, 3).chunks
-            whole = scan(wire, b"".join(chunks))
+            chunks = examples.answer(endpoint, True, 3).chunks
+            framed = [examples.frame(chunk) for chunk in chunks]
+            whole = scan(wire, as_sse(kind, b"".join(framed)))
             assert whole.completed
             assert whole.error is None
             assert whole.usage.input_tokens == INPUT_TOKENS
-            failed = scan(wire, chunks[0] + wire.example_error_event())
+            failed = scan(wire, as_sse(kind, framed[0] + examples.error_event(endpoint)))
             assert failed.error is not None
             observation = stream_observation(failed, 200)
             assert classify(observation, kind.errors).outcome == "in-stream-error"
-        observation = response_observation(429, {}, wire.example_error_body(429), wire=wire)
-        assert classify(observation, kind.errors).scope == "model"
-        observation = response_observation(401, {}, wire.example_error_body(401), wire=wire)
-        assert classify(observation, kind.errors).scope == "account"
+        for status, scope in ((429, "model"), (401, "account")):
+            headers, payload = examples.error(endpoint, status)
+            payload = kind.error_body(status, headers, payload) or payload
+            observation = response_observation(status, headers, payload, wire=wire)
+            assert classify(observation, kind.errors).scope == scope, (status, payload)
+
+
+def test_the_demo_has_examples_of_no_kind_that_does_not_exist() -> None:
+    assert set(EXAMPLES) == set(KINDS)
 
 
 def _ids(row: tuple[str, object]) -> str:
