@@ -12,6 +12,7 @@ failure is `ControlUnreachable`: for a mint it means "maybe minted" (see `Dispat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
@@ -32,7 +33,7 @@ def _request(op: Operation[T], token: str, timeout_s: float) -> dict[str, Any]:
     return {
         "method": op.method,
         "url": op.path,
-        "json": op.body,
+        "json": op.json(),
         "params": dict(op.params) or None,
         "headers": {"Authorization": f"Bearer {token}", **op.headers},
         "timeout": timeout_s,
@@ -49,7 +50,7 @@ def _blocking(build: Callable[P, Operation[T]]) -> Callable[Concatenate[ControlC
     def call(self: ControlClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.send(build(*args, **kwargs))
 
-    call.__doc__ = build.__doc__
+    functools.update_wrapper(call, build, assigned=("__doc__",), updated=())  # its signature
     return call
 
 
@@ -61,7 +62,7 @@ def _awaited(
     async def call(self: AsyncControlClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.send(build(*args, **kwargs))
 
-    call.__doc__ = build.__doc__
+    functools.update_wrapper(call, build, assigned=("__doc__",), updated=())
     return call
 
 

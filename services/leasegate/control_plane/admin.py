@@ -12,11 +12,10 @@ from leasegate.control_plane.callers import admin_caller
 from leasegate.control_plane.overlay import StateChange
 from leasegate.control_plane.paths import known_id
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.schemas import StateBody
 from leasegate.control_plane.views import record_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import KeyRecord
-from leasegate.wire import AccountStateChanged, AuditReport
+from leasegate.wire import AccountStateChanged, AuditReport, StateBody
 
 
 def admin_router(runtime: ControlRuntime) -> APIRouter:

@@ -14,18 +14,16 @@ evidence when the store lost it, and brought back to evidence by `SpendReconcile
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Request
-from pydantic import model_validator
 
-from leasegate.audit import BudgetFields
 from leasegate.control_plane.callers import admin_caller
 from leasegate.control_plane.deps import OverlayVerdict
 from leasegate.control_plane.overlay import BudgetChange
-from leasegate.control_plane.schemas import ID_PATTERN, AuditedBody, MaxCost, MaxTokens
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
+from leasegate.core.ids import DISPATCH_PART_PATTERN
 from leasegate.spend import (
     Spent,
     TenantBudget,
@@ -38,6 +36,7 @@ from leasegate.spend import (
 from leasegate.web.spend_totals import SpendTotals, tenant_total
 from leasegate.wire import (
     Tenant,
+    TenantBudgetBody,
     TenantBudgetChanged,
     TenantBudgetRecord,
     TenantRead,
@@ -49,30 +48,7 @@ from leasegate.wire import TenantBudget as TenantBudgetView
 if TYPE_CHECKING:  # the runtime module imports the overlay, which this module also uses
     from leasegate.control_plane.runtime import ControlRuntime
 
-TenantPath = Annotated[str, Path(pattern=ID_PATTERN)]
-
-
-class TenantBudgetBody(AuditedBody):
-    """Set a budget (`period` and at least one bound) or clear it (`clear: true` alone)."""
-
-    period: Literal["day", "month"] | None = None
-    max_tokens: MaxTokens | None = None
-    max_cost: MaxCost | None = None
-    clear: bool = False
-
-    @model_validator(mode="after")
-    def _set_or_clear(self) -> TenantBudgetBody:
-        bounded = self.max_tokens is not None or self.max_cost is not None
-        if self.clear and (bounded or self.period is not None):
-            raise ValueError("clear takes no period, max_tokens or max_cost")
-        if not self.clear and (self.period is None or not bounded):
-            raise ValueError("a budget needs a period and max_tokens, max_cost or both")
-        return self
-
-    def fields(self, tenant: str) -> BudgetFields:
-        if self.clear:
-            return BudgetFields(tenant)
-        return BudgetFields(tenant, self.period, self.max_tokens, self.max_cost)
+TenantPath = Annotated[str, Path(pattern=DISPATCH_PART_PATTERN)]
 
 
 def tenants_router(runtime: ControlRuntime) -> APIRouter:
