@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from leasegate.cli.main import _parser
 from leasegate.client import AsyncControlClient, Budget, ControlClient, Dispatch, wire
 from leasegate.client.leases import Identity
 from leasegate.config import load_config
@@ -214,3 +215,23 @@ async def test_a_dispatch_the_control_plane_would_refuse_is_refused_when_built()
                 model="m",
                 budget=Budget(),
             )
+
+
+FROM_THE_CHAIN = {"expected_revision"}
+"""The CLI reads the chain's revision itself just before the change."""
+
+
+@pytest.mark.parametrize(
+    ("argv", "body", "from_the_command"),
+    [
+        (["tenants", "budget", "acme/web", "--reason", "r"], TenantBudgetBody, set()),
+        (["accounts", "drain", "openai-main", "--reason", "r"], StateBody, {"state"}),
+    ],
+    ids=["tenants budget", "accounts drain"],
+)
+def test_the_cli_takes_every_field_of_the_body_it_sends(
+    argv: list[str], body: type[RequestBody], from_the_command: set[str]
+) -> None:
+    options = set(vars(_parser().parse_args(argv)))
+    missing = set(body.model_fields) - FROM_THE_CHAIN - from_the_command - options
+    assert not missing, f"`leasegate {' '.join(argv[:2])}` cannot send {sorted(missing)}"
