@@ -70,7 +70,10 @@ class RenewBody(RequestBody):  # `POST /keys/{id}/renew`: a new expiry, `ttl_s` 
 
 class Budget(WireModel):
     """A dispatch's spend ceiling, shared by its whole chain: in a mint's answer, and what a
-    client gives a mint (sent as `BudgetBody`: at least one bound, else refused unsent)."""
+    client sends in a mint (at least one bound; the server refuses an empty one with 400)."""
+
+    # (The docstring is the OpenAPI document's description. The Python client sends it as a
+    # `BudgetBody`, so an empty one raises before it is sent.)
 
     max_tokens: int | None = None
     max_cost: Money | None = None
