@@ -5,13 +5,14 @@ never by the database)."""
 from __future__ import annotations
 
 import re
+import typing
 
 import pytest
+from pydantic import BaseModel
 from sqlalchemy import String
 
 from leasegate.control_plane.paths import known_id
 from leasegate.control_plane.routes import _ID_PATH
-from leasegate.control_plane.schemas import DECISION_ID_PATTERN, ID_PATTERN
 from leasegate.core.errors import GatewayError
 from leasegate.core.ids import (
     DISPATCH_PART_MAX,
@@ -20,6 +21,21 @@ from leasegate.core.ids import (
     RECORD_ID_PATTERN,
 )
 from leasegate.db.models import Base
+from leasegate.wire import MintBody
+
+
+def _pattern(model: type[BaseModel], name: str) -> str:
+    """The pattern a body's field is checked against (`Annotated[str, ...] | None` too)."""
+    info = model.model_fields[name]
+    metadata = list(info.metadata)
+    for member in typing.get_args(info.annotation):
+        for extra in getattr(member, "__metadata__", ()):
+            metadata.extend(getattr(extra, "metadata", [extra]))
+    (pattern,) = {m.pattern for m in metadata if getattr(m, "pattern", None)}
+    return str(pattern)
+
+
+DECISION_ID_PATTERN = _pattern(MintBody, "retry_of_mint_decision_id")
 
 
 def _id_columns() -> list[tuple[str, int | None]]:
@@ -49,7 +65,8 @@ def test_record_id_patterns_accept_exactly_a_columns_length(pattern: str) -> Non
 
 
 def test_the_dispatch_part_pattern_is_the_one_the_bodies_use() -> None:
-    assert ID_PATTERN == DISPATCH_PART_PATTERN
+    assert _pattern(MintBody, "tenant") == _pattern(MintBody, "dispatch_id")
+    assert _pattern(MintBody, "tenant") == DISPATCH_PART_PATTERN
     assert re.fullmatch(DISPATCH_PART_PATTERN, "a" * DISPATCH_PART_MAX)
     assert not re.fullmatch(DISPATCH_PART_PATTERN, "a" * (DISPATCH_PART_MAX + 1))
 

@@ -8,7 +8,7 @@ import hashlib
 import json
 
 from leasegate.control_plane.idempotency import fingerprint
-from leasegate.control_plane.schemas import MintBody
+from leasegate.wire import MintBody
 
 BODY = {"tenant": "acme", "dispatch_id": "d-1", "model": "gpt-4o"}
 

@@ -10,8 +10,8 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import String
 
-from leasegate.control_plane.schemas import MintBody, RenewBody, StateBody
 from leasegate.db.models import Base
+from leasegate.wire import MintBody, RenewBody, StateBody, TenantBudgetBody
 
 # (model, field) -> every (table, column) the value is written to
 STORED_IN: dict[tuple[type[BaseModel], str], list[tuple[str, str]]] = {
@@ -27,8 +27,12 @@ STORED_IN: dict[tuple[type[BaseModel], str], list[tuple[str, str]]] = {
     (StateBody, "state"): [("audit_records", "state")],
     (StateBody, "reason"): [("audit_records", "reason")],
     (StateBody, "on_behalf_of"): [("audit_records", "on_behalf_of")],
+    (TenantBudgetBody, "period"): [("audit_records", "period")],
+    (TenantBudgetBody, "max_cost"): [("audit_records", "max_cost")],
+    (TenantBudgetBody, "reason"): [("audit_records", "reason")],
+    (TenantBudgetBody, "on_behalf_of"): [("audit_records", "on_behalf_of")],
 }
-MODELS: list[type[BaseModel]] = [MintBody, RenewBody, StateBody]
+MODELS: list[type[BaseModel]] = [MintBody, RenewBody, StateBody, TenantBudgetBody]
 
 
 def _string_fields(model: type[BaseModel]) -> list[str]:
@@ -42,8 +46,10 @@ def _string_fields(model: type[BaseModel]) -> list[str]:
 
 def _max_length(model: type[BaseModel], name: str) -> int:
     info = model.model_fields[name]
-    if "Literal" in str(info.annotation):
-        return max(len(v) for v in info.annotation.__args__)  # type: ignore[union-attr]
+    if "Literal" in str(info.annotation):  # `Literal[...]`, or `Literal[...] | None`
+        members = [info.annotation, *typing.get_args(info.annotation)]
+        literals = [m for m in members if typing.get_origin(m) is typing.Literal]
+        return max(len(v) for literal in literals for v in typing.get_args(literal))
     metadata = list(info.metadata)
     for member in typing.get_args(info.annotation):  # `Annotated[str, ...] | None`
         for extra in getattr(member, "__metadata__", ()):
@@ -62,9 +68,8 @@ def test_every_string_field_is_mapped_to_its_columns() -> None:
     ("model", "name"), list(STORED_IN), ids=[f"{m.__name__}.{n}" for m, n in STORED_IN]
 )
 def test_field_fits_its_columns(model: type[BaseModel], name: str) -> None:
-    limit = _max_length(model, name)
     for table, column in STORED_IN[(model, name)]:
         column_type = Base.metadata.tables[table].columns[column].type
         column_length = column_type.length if isinstance(column_type, String) else None
         if column_length is not None:  # Text and unbounded String hold any length
-            assert limit <= column_length, (model.__name__, name, table, column)
+            assert _max_length(model, name) <= column_length, (model.__name__, name, table)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,3 +36,20 @@ def test_the_control_plane_and_the_proxy_announce_the_same_wait(wait_s: float) -
     control = error_response(error).headers["retry-after"]
     proxy = refusal_response(error, "req-1").headers["retry-after"]
     assert control == proxy == retry_after_header(wait_s)
+
+
+_READ = re.compile(r"""(get\(|\[)\s*["'](?i:retry-after)(-ms)?["']\s*[)\]](?!\s*=[^=])""")
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_wait_a_header_asks_for_is_read_in_one_place() -> None:
+    """`leasegate.core.retry_after` reads `Retry-After` / `retry-after-ms` for the proxy, the
+    failure classifier, the quota reader and the client; no other module reads the header's
+    value (writing it, or asking whether it is there, is not reading it)."""
+    readers = sorted(
+        str(path.relative_to(_ROOT))
+        for root in ("libs", "services", "bench")
+        for path in (_ROOT / root).rglob("*.py")
+        if _READ.search(path.read_text(encoding="utf-8"))
+    )
+    assert readers == ["libs/leasegate/core/retry_after.py"]

@@ -12,6 +12,7 @@ failure is `ControlUnreachable`: for a mint it means "maybe minted" (see `Dispat
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
@@ -32,7 +33,7 @@ def _request(op: Operation[T], token: str, timeout_s: float) -> dict[str, Any]:
     return {
         "method": op.method,
         "url": op.path,
-        "json": op.body,
+        "json": op.json(),
         "params": dict(op.params) or None,
         "headers": {"Authorization": f"Bearer {token}", **op.headers},
         "timeout": timeout_s,
@@ -43,13 +44,28 @@ def _unreachable(op: Operation[T], exc: httpx.TransportError) -> ControlUnreacha
     return ControlUnreachable(f"{op.method} {op.path}: {type(exc).__name__}")
 
 
+def _as_builder(method: Callable[..., Any], build: Callable[..., Operation[Any]]) -> None:
+    """`help()` and `inspect.signature` show the builder's parameters and documentation, and
+    the answer the method returns (the builder's `Operation[T]` read as `T`)."""
+    signature = inspect.signature(build)
+    answer = signature.return_annotation
+    if isinstance(answer, str) and answer.startswith("Operation[") and answer.endswith("]"):
+        answer = answer.removeprefix("Operation[")[:-1]
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    signature = signature.replace(
+        parameters=[this, *signature.parameters.values()], return_annotation=answer
+    )
+    method.__doc__ = build.__doc__
+    method.__signature__ = signature  # type: ignore[attr-defined]
+
+
 def _blocking(build: Callable[P, Operation[T]]) -> Callable[Concatenate[ControlClient, P], T]:
     """A `ControlClient` method: build the operation (its signature is `build`'s), send it."""
 
     def call(self: ControlClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.send(build(*args, **kwargs))
 
-    call.__doc__ = build.__doc__
+    _as_builder(call, build)
     return call
 
 
@@ -61,7 +77,7 @@ def _awaited(
     async def call(self: AsyncControlClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.send(build(*args, **kwargs))
 
-    call.__doc__ = build.__doc__
+    _as_builder(call, build)
     return call
 
 

@@ -29,7 +29,7 @@ import httpx
 from leasegate.client.control import AsyncControlClient
 from leasegate.client.errors import ProxyFailure
 from leasegate.client.failures import Verdict, classify_failure
-from leasegate.client.leases import Citation, Deadline, Identity, Leases
+from leasegate.client.leases import Citation, Deadline, Identity, Leases, mint_operation
 from leasegate.client.records import DispatchResult
 from leasegate.wire import Budget
 
@@ -95,7 +95,9 @@ class Dispatch(Generic[T]):
         id; the gateway keeps dispatches naming it on the account that last served it while
         that account has room (its prompt cache is there). `allowed_providers` /
         `allowed_regions`: data residency, within the tenant's configured restriction; every
-        mint of the chain is served only by those provider kinds and in those regions."""
+        mint of the chain is served only by those provider kinds and in those regions.
+        Arguments the mint body would refuse (an empty `Budget()`, a tenant with a space)
+        raise pydantic's `ValidationError` here, before any request."""
         self.control = control
         self.proxy_url = proxy_url.rstrip("/")
         self.identity = Identity(
@@ -109,6 +111,7 @@ class Dispatch(Generic[T]):
             allowed_providers=tuple(allowed_providers) if allowed_providers is not None else None,
             allowed_regions=tuple(allowed_regions) if allowed_regions is not None else None,
         )
+        mint_operation(self.identity)  # a body the control plane would refuse raises here, unsent
         self.deadline_s = deadline_s
         self.renew_within_s = renew_within_s
         self.request_timeout_s = request_timeout_s

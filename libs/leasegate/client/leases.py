@@ -55,6 +55,28 @@ class Citation:
     """The cited decision's key: revoked before the citation is sent."""
 
 
+def mint_operation(
+    ident: Identity, citation: Citation | None = None, idempotency_key: str | None = None
+) -> Operation[Minted]:
+    """The dispatch's mint: its identity, citing `citation` (a hop's or a supersede's)."""
+    cites = citation.decision_id if citation is not None else None
+    kind = citation.kind if citation is not None else None
+    return wire.mint(
+        ident.tenant,
+        ident.dispatch_id,
+        ident.model,
+        role=ident.role,
+        ttl_s=ident.ttl_s,
+        budget=ident.budget,
+        retry_of_mint_decision_id=cites if kind == "retry" else None,
+        supersedes_mint_decision_id=cites if kind == "supersede" else None,
+        idempotency_key=idempotency_key,
+        affinity=ident.affinity,
+        allowed_providers=ident.allowed_providers,
+        allowed_regions=ident.allowed_regions,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     link: Link
@@ -154,26 +176,8 @@ class Leases:
 
     def _mint_op(self, citation: Citation | None) -> Operation[Minted]:
         self._attempts += 1
-        ident = self.identity
-        return wire.mint(
-            ident.tenant,
-            ident.dispatch_id,
-            ident.model,
-            role=ident.role,
-            ttl_s=ident.ttl_s,
-            budget=ident.budget,
-            retry_of_mint_decision_id=citation.decision_id
-            if citation is not None and citation.kind == "retry"
-            else None,
-            supersedes_mint_decision_id=citation.decision_id
-            if citation is not None and citation.kind == "supersede"
-            else None,
-            # one key per attempt: a replay of the same attempt answers the same decision
-            idempotency_key=f"{self._prefix}/{self._attempts}",
-            affinity=ident.affinity,
-            allowed_providers=ident.allowed_providers,
-            allowed_regions=ident.allowed_regions,
-        )
+        # one key per attempt: a replay of the same attempt answers the same decision
+        return mint_operation(self.identity, citation, f"{self._prefix}/{self._attempts}")
 
     async def _replayable(self, op: Operation[Minted]) -> Minted:
         """Send a mint; when no answer came back, replay the same Idempotency-Key and body

@@ -2,6 +2,10 @@
 
 Each call is an `Operation`: what to send and how to read a successful answer. Building one
 and reading its answer are pure; `ControlClient` and `AsyncControlClient` only move bytes.
+A request body is the control plane's own model (`leasegate.wire`: `MintBody`, `RenewBody`,
+`StateBody`, `TenantBudgetBody`), built here from the builder's arguments: a body the control
+plane would refuse for its shape (a field out of bounds, `clear` with a bound) raises
+pydantic's `ValidationError` (a `ValueError`) before anything is sent.
 """
 
 from __future__ import annotations
@@ -23,7 +27,13 @@ from leasegate.wire import (
     AccountStateChanged,
     AuditReport,
     Budget,
+    BudgetBody,
     ErrorBody,
+    MintBody,
+    RenewBody,
+    RequestBody,
+    StateBody,
+    TenantBudgetBody,
     TenantBudgetChanged,
     Tenants,
     UsageReport,
@@ -44,13 +54,32 @@ class Operation(Generic[T]):
     """Reads the decoded JSON of a successful answer (None for an empty body), given its
     status."""
     ok: frozenset[int] = frozenset({200})
-    body: Mapping[str, object] | None = None
+    body: RequestBody | None = None
     params: Mapping[str, str | int] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
+
+    def json(self) -> dict[str, Any] | None:
+        """The body as sent: every field but those left at their default (the server fills
+        them in alike), so an older server is never sent a field it does not know unless the
+        caller set it."""
+        return (
+            None if self.body is None else self.body.model_dump(mode="json", exclude_defaults=True)
+        )
 
 
 def _segment(value: str) -> str:
     return quote(value, safe="")
+
+
+def _tuple(values: Sequence[str] | None) -> tuple[str, ...] | None:
+    return tuple(values) if values is not None else None
+
+
+def budget_body(budget: Budget | None) -> BudgetBody | None:
+    """The client's `Budget` (money a `Decimal`) as the mint body carries it (a string)."""
+    if budget is None:
+        return None
+    return BudgetBody(max_tokens=budget.max_tokens, max_cost=money(budget.max_cost))
 
 
 def mint(
@@ -68,18 +97,21 @@ def mint(
     allowed_providers: Sequence[str] | None = None,
     allowed_regions: Sequence[str] | None = None,
 ) -> Operation[Minted]:
-    body: dict[str, object] = {"tenant": tenant, "dispatch_id": dispatch_id, "model": model}
-    optional = {
-        "role": role,
-        "ttl_s": ttl_s,
-        "retry_of_mint_decision_id": retry_of_mint_decision_id,
-        "supersedes_mint_decision_id": supersedes_mint_decision_id,
-        "budget": budget.model_dump(mode="json", exclude_none=True) if budget else None,
-        "affinity": affinity,
-        "allowed_providers": list(allowed_providers) if allowed_providers is not None else None,
-        "allowed_regions": list(allowed_regions) if allowed_regions is not None else None,
-    }
-    body.update({name: value for name, value in optional.items() if value is not None})
+    """`POST /keys`: a key on one account for the dispatch (201), or the replay of the mint
+    an `idempotency_key` already made (200, `replayed`)."""
+    body = MintBody(
+        tenant=tenant,
+        dispatch_id=dispatch_id,
+        model=model,
+        role=role,
+        ttl_s=ttl_s,
+        retry_of_mint_decision_id=retry_of_mint_decision_id,
+        supersedes_mint_decision_id=supersedes_mint_decision_id,
+        budget=budget_body(budget),
+        affinity=affinity,
+        allowed_providers=_tuple(allowed_providers),
+        allowed_regions=_tuple(allowed_regions),
+    )
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
     return Operation(
         "POST", f"{PREFIX}/keys", parse.minted, frozenset({200, 201}), body, headers=headers
@@ -93,7 +125,7 @@ def revoke(key_id: str) -> Operation[None]:
 
 
 def renew(key_id: str, ttl_s: int | None = None) -> Operation[Minted]:
-    body = {"ttl_s": ttl_s} if ttl_s is not None else {}
+    body = RenewBody(ttl_s=ttl_s)
     return Operation(
         "POST", f"{PREFIX}/keys/{_segment(key_id)}/renew", parse.minted, frozenset({201}), body
     )
@@ -157,12 +189,12 @@ def set_account_state(
 ) -> Operation[AccountStateChanged]:
     """`POST /accounts/{id}/state` (admin token): the account as it is now, the keys the
     change revoked and the audit record it appended."""
-    body = {
-        "state": state,
-        "expected_revision": expected_revision,
-        "reason": reason,
-        "on_behalf_of": on_behalf_of,
-    }
+    body = StateBody(
+        state=state,
+        expected_revision=expected_revision,
+        reason=reason,
+        on_behalf_of=on_behalf_of,
+    )
     return Operation(
         "POST",
         f"{PREFIX}/accounts/{_segment(account_id)}/state",
@@ -194,19 +226,15 @@ def set_tenant_budget(
 ) -> Operation[TenantBudgetChanged]:
     """`POST /tenants/{tenant}/budget`: a `period` and at least one bound, or `clear=True`
     alone (admin token). The tenant may contain `/`: it is part of the path as it is."""
-    body: dict[str, object] = {
-        "expected_revision": expected_revision,
-        "reason": reason,
-        "on_behalf_of": on_behalf_of,
-    }
-    if clear:
-        body["clear"] = True
-    else:
-        body.update(
-            period=period,
-            max_tokens=max_tokens,
-            max_cost=money(max_cost),
-        )
+    body = TenantBudgetBody(
+        expected_revision=expected_revision,
+        reason=reason,
+        on_behalf_of=on_behalf_of,
+        period=period,
+        max_tokens=max_tokens,
+        max_cost=money(max_cost),
+        clear=clear,
+    )
     return Operation(
         "POST",
         f"{PREFIX}/tenants/{quote(tenant, safe='/')}/budget",

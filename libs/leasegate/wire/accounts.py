@@ -1,5 +1,6 @@
 """Accounts on the wire: registry order, configuration, health, both capacity counts, and
-today's spend; with the audit chain's revision the view was folded from."""
+today's spend; with the audit chain's revision the view was folded from. And an operator's
+change of an account's admin state (`StateBody`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Literal
 
 from leasegate.audit.fold import ChainStatus
 from leasegate.core.records import AdminState
-from leasegate.wire.audit import AuditRecordView
+from leasegate.wire.audit import AuditedBody, AuditRecordView
 from leasegate.wire.base import Money, Time, WireModel
 
 
@@ -101,3 +102,7 @@ class AccountStateChanged(AccountRead):
 
     revoked_keys: int
     record: AuditRecordView
+
+
+class StateBody(AuditedBody):
+    state: Literal["enabled", "disabled", "draining"]

@@ -1,4 +1,5 @@
-"""Audit records on the wire, one model per record kind, told apart by `kind`.
+"""Audit records on the wire, one model per record kind, told apart by `kind`; and what every
+audited change's body says (`AuditedBody`).
 
 The wire shape is not the hash's: a record's hash covers `leasegate.audit.chain.canonical`,
 a deliberately separate, versioned encoding that must never change for a record already
@@ -13,6 +14,16 @@ from pydantic import Field
 
 from leasegate.audit.fold import ChainStatus
 from leasegate.wire.base import Time, WireModel
+from leasegate.wire.fields import OnBehalfOf, Reason, RequestBody
+
+
+class AuditedBody(RequestBody):
+    """What every audited change says besides the change itself (an account's state, a
+    tenant's budget): the chain revision it was decided on, why, and for whom."""
+
+    expected_revision: int = Field(ge=0)
+    reason: Reason
+    on_behalf_of: OnBehalfOf | None = None
 
 
 class AccountStateRecord(WireModel):

@@ -1,11 +1,18 @@
-"""Tenant budgets on the wire: the budget per period and the spend in the current one."""
+"""Tenant budgets on the wire: the budget per period and the spend in the current one; and an
+operator's change of one (`TenantBudgetBody`)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import model_validator
+
+from leasegate.audit import BudgetFields
 from leasegate.audit.fold import ChainStatus
 from leasegate.spend import Period
-from leasegate.wire.audit import TenantBudgetRecord
+from leasegate.wire.audit import AuditedBody, TenantBudgetRecord
 from leasegate.wire.base import Money, Time, WireModel
+from leasegate.wire.fields import MaxCost, MaxTokens
 
 
 class TenantBudget(WireModel):
@@ -54,3 +61,26 @@ class TenantBudgetChanged(TenantRead):
     """`POST /tenants/{tenant}/budget`: the tenant as it is now, and the record appended."""
 
     record: TenantBudgetRecord
+
+
+class TenantBudgetBody(AuditedBody):
+    """Set a budget (`period` and at least one bound) or clear it (`clear: true` alone)."""
+
+    period: Literal["day", "month"] | None = None
+    max_tokens: MaxTokens | None = None
+    max_cost: MaxCost | None = None
+    clear: bool = False
+
+    @model_validator(mode="after")
+    def _set_or_clear(self) -> TenantBudgetBody:
+        bounded = self.max_tokens is not None or self.max_cost is not None
+        if self.clear and (bounded or self.period is not None):
+            raise ValueError("clear takes no period, max_tokens or max_cost")
+        if not self.clear and (self.period is None or not bounded):
+            raise ValueError("a budget needs a period and max_tokens, max_cost or both")
+        return self
+
+    def fields(self, tenant: str) -> BudgetFields:
+        if self.clear:
+            return BudgetFields(tenant)
+        return BudgetFields(tenant, self.period, self.max_tokens, self.max_cost)

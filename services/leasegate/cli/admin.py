@@ -7,7 +7,8 @@
 
 `--url` (default http://127.0.0.1:8080) names the control plane; the token is `--token` or
 LEASEGATE_ADMIN_TOKEN. Exit codes: 0 done (for `audit verify`: the chain is ok), 1 refused
-or corrupt, 2 usage or connection problem, 3 `audit verify` on a chain with no records.
+(by the control plane, or by its body's own model before sending: `invalid-request`) or
+corrupt, 2 usage or connection problem, 3 `audit verify` on a chain with no records.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from leasegate.cli.tenants import add_tenants_command, run_tenants
@@ -88,12 +89,25 @@ def run_admin(args: argparse.Namespace) -> int:
     except GatewayRefusal as refused:
         sys.stderr.write(f"leasegate: HTTP {refused}\n")
         return 1
+    except ValidationError as invalid:  # the request body's model refused it: nothing sent
+        sys.stderr.write(f"leasegate: invalid-request (not sent): {_problems(invalid)}\n")
+        return 1
     except ControlUnreachable as exc:
         sys.stderr.write(f"leasegate: cannot reach {args.url}: {exc}\n")
         return 2
     except ProtocolError:
         sys.stderr.write(f"leasegate: {args.url} answered a body this command cannot read\n")
         return 2
+
+
+def _problems(invalid: ValidationError) -> str:
+    """What the body's model said, by field; never the value given."""
+    said = []
+    for error in invalid.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        said.append(f"{where}: {message}" if where else message)
+    return "; ".join(said)
 
 
 def _env_token(*, read_only: bool = False) -> str | None:

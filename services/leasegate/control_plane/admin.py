@@ -14,11 +14,10 @@ from leasegate.control_plane.callers import Callers, admin_caller
 from leasegate.control_plane.deps import RevocationPublisher, announce_revoked
 from leasegate.control_plane.overlay import AdminOverlay, StateChange
 from leasegate.control_plane.paths import known_id
-from leasegate.control_plane.schemas import StateBody
 from leasegate.control_plane.views import record_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import KeyRecord
-from leasegate.wire import AccountStateChanged, AuditReport
+from leasegate.wire import AccountStateChanged, AuditReport, StateBody
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,14 +5,10 @@ since `expected_revision`), then the tenant's running total is brought up to dat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from leasegate.audit import AuditRecord
 from leasegate.control_plane.overlay import AdminOverlay, BudgetChange
 from leasegate.control_plane.spend_reconcile import SpendReconciler
-
-if TYPE_CHECKING:  # tenants.py imports this module
-    from leasegate.control_plane.tenants import TenantBudgetBody
+from leasegate.wire import TenantBudgetBody
 
 
 async def change_budget(

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 
-from leasegate.control_plane.schemas import MintBody
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.records import MintDecision, MintKind
+from leasegate.wire import MintBody
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 from leasegate.control_plane.decision import Refusal, Start
 from leasegate.control_plane.deps import MintDeps
-from leasegate.control_plane.schemas import MintBody
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import MintDecision
 from leasegate.routing.fallback import (
@@ -22,6 +21,7 @@ from leasegate.routing.fallback import (
     Lineage,
     authorise_fallback,
 )
+from leasegate.wire import MintBody
 
 HOLD_RETRY_AFTER_S: dict[str, float] = {
     # the caller revokes, or the proxy's buffered evidence row lands: a second is plenty

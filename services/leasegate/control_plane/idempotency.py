@@ -14,12 +14,11 @@ import json
 from leasegate.control_plane.decision import Refusal, Start, without_idempotency
 from leasegate.control_plane.deps import MintDeps
 from leasegate.control_plane.hops import HOLD_RETRY_AFTER_S
-from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.views import mint_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.records import MintDecision
 from leasegate.routing.selection import cooldown_scope
-from leasegate.wire import MintAnswer
+from leasegate.wire import MintAnswer, MintBody
 
 # The mint body's fields when fingerprints were first stored. They are always part of the
 # canonical form (defaults filled in), so every fingerprint already in a decision row still

@@ -39,7 +39,6 @@ from leasegate.control_plane.idempotency import fingerprint, replay
 from leasegate.control_plane.placement import affinity_candidate, fair_share_refusal
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.residency import mint_residency
-from leasegate.control_plane.schemas import MintBody
 from leasegate.control_plane.views import mint_view
 from leasegate.core.errors import GatewayError, PassOver
 from leasegate.core.ports.storage import (
@@ -54,7 +53,7 @@ from leasegate.keys import ParsedKey, hash_secret, new_key
 from leasegate.routing.residency import Residency
 from leasegate.routing.selection import NoneEligible, Selected
 from leasegate.web.tracing import step
-from leasegate.wire import MintAnswer
+from leasegate.wire import MintAnswer, MintBody
 
 _MAX_REDECISIONS = 3
 

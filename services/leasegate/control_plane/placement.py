@@ -25,9 +25,9 @@ from leasegate.accounts import Candidate
 from leasegate.capacity.fair_share import must_yield
 from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
-from leasegate.control_plane.schemas import MintBody
 from leasegate.core.errors import GatewayError
 from leasegate.routing.selection import Facts
+from leasegate.wire import MintBody
 
 FAIR_SHARE_RETRY_S = 1.0
 """A lease frees when any key of the pool ends: worth a short wait."""

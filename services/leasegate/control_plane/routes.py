@@ -18,15 +18,23 @@ from leasegate.control_plane.deps import MintDeps
 from leasegate.control_plane.mint import mint
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.paths import known_id, parse_since
-from leasegate.control_plane.schemas import ID_PATTERN, MintBody, RenewBody
 from leasegate.control_plane.tenants import TenantDeps, tenants_router
 from leasegate.control_plane.usage import UsageDeps, usage_router
 from leasegate.core.errors import GatewayError
-from leasegate.core.ids import RECORD_ID_PATTERN
+from leasegate.core.ids import DISPATCH_PART_PATTERN, RECORD_ID_PATTERN
 from leasegate.core.ports.storage import DecisionEvidenceReader
 from leasegate.core.records import MintKind
 from leasegate.wire import AccountRead as AccountReadView
-from leasegate.wire import Accounts, Decision, DecisionList, EvidenceList, KeyInfo, MintAnswer
+from leasegate.wire import (
+    Accounts,
+    Decision,
+    DecisionList,
+    EvidenceList,
+    KeyInfo,
+    MintAnswer,
+    MintBody,
+    RenewBody,
+)
 
 _ID_PATH = RECORD_ID_PATTERN  # no longer than an id column (it accepted 100 before)
 _IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
@@ -114,8 +122,8 @@ def _record_routes(records: DecisionEvidenceReader) -> APIRouter:
 
     @router.get("/decisions")
     async def list_decisions(
-        tenant: Annotated[str, Query(pattern=ID_PATTERN)],
-        dispatch_id: Annotated[str, Query(pattern=ID_PATTERN)],
+        tenant: Annotated[str, Query(pattern=DISPATCH_PART_PATTERN)],
+        dispatch_id: Annotated[str, Query(pattern=DISPATCH_PART_PATTERN)],
     ) -> DecisionList:
         return DecisionList(decisions=await dispatch_decisions(records, tenant, dispatch_id))
 

@@ -15,44 +15,25 @@ evidence when the store lost it, and brought back to evidence by `SpendReconcile
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Path, Request
-from pydantic import model_validator
 
-from leasegate.audit import BudgetFields
 from leasegate.control_plane.budget_change import change_budget
 from leasegate.control_plane.callers import Callers, admin_caller
 from leasegate.control_plane.overlay import AdminOverlay
-from leasegate.control_plane.schemas import ID_PATTERN, AuditedBody, MaxCost, MaxTokens
 from leasegate.control_plane.spend_reconcile import SpendReconciler
 from leasegate.control_plane.tenant_views import TenantReads, budgets_view, tenant_view
-from leasegate.wire import TenantBudgetChanged, TenantBudgetRecord, TenantRead, Tenants
+from leasegate.core.ids import DISPATCH_PART_PATTERN
+from leasegate.wire import (
+    TenantBudgetBody,
+    TenantBudgetChanged,
+    TenantBudgetRecord,
+    TenantRead,
+    Tenants,
+)
 
-TenantPath = Annotated[str, Path(pattern=ID_PATTERN)]
-
-
-class TenantBudgetBody(AuditedBody):
-    """Set a budget (`period` and at least one bound) or clear it (`clear: true` alone)."""
-
-    period: Literal["day", "month"] | None = None
-    max_tokens: MaxTokens | None = None
-    max_cost: MaxCost | None = None
-    clear: bool = False
-
-    @model_validator(mode="after")
-    def _set_or_clear(self) -> TenantBudgetBody:
-        bounded = self.max_tokens is not None or self.max_cost is not None
-        if self.clear and (bounded or self.period is not None):
-            raise ValueError("clear takes no period, max_tokens or max_cost")
-        if not self.clear and (self.period is None or not bounded):
-            raise ValueError("a budget needs a period and max_tokens, max_cost or both")
-        return self
-
-    def fields(self, tenant: str) -> BudgetFields:
-        if self.clear:
-            return BudgetFields(tenant)
-        return BudgetFields(tenant, self.period, self.max_tokens, self.max_cost)
+TenantPath = Annotated[str, Path(pattern=DISPATCH_PART_PATTERN)]
 
 
 @dataclass(frozen=True, slots=True)

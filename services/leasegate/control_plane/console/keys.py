@@ -23,13 +23,12 @@ from leasegate.control_plane.console.web import (
     unknown_filter,
 )
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.schemas import ID_PATTERN
 from leasegate.core.errors import GatewayError
-from leasegate.core.ids import RECORD_ID
+from leasegate.core.ids import DISPATCH_PART_PATTERN, RECORD_ID
 from leasegate.core.ports.browse import Browse
 from leasegate.core.records import KeyRecord
 
-_TENANT = re.compile(ID_PATTERN)
+_TENANT = re.compile(DISPATCH_PART_PATTERN)
 KEY_ROWS = 200
 
 

@@ -15,9 +15,9 @@ from starlette.responses import Response
 from leasegate.control_plane.console.web import ConsoleAuth, page
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.schemas import ID_PATTERN
 from leasegate.control_plane.views import evidence_view
 from leasegate.core.clock import iso
+from leasegate.core.ids import DISPATCH_PART_PATTERN
 from leasegate.core.ports.browse import Browse
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.witness import Witness
@@ -27,7 +27,7 @@ OUTCOMES: tuple[str, ...] = get_args(Outcome)
 DECISION_OUTCOMES: tuple[str, ...] = get_args(DecisionOutcome)
 DISPATCH_ROWS = 100
 DEFAULT_WINDOW = "1h"
-_ID = re.compile(ID_PATTERN)
+_ID = re.compile(DISPATCH_PART_PATTERN)
 _EVIDENCE_ROWS = 100
 WINDOWS = {
     "15m": timedelta(minutes=15),

@@ -27,12 +27,12 @@ from leasegate.control_plane.console.web import (
     read_only,
 )
 from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.control_plane.schemas import ID_PATTERN
 from leasegate.control_plane.tenant_views import budgets_view
-from leasegate.control_plane.tenants import TenantBudgetBody
 from leasegate.control_plane.usage import start_of_day, usage_view
 from leasegate.core.errors import GatewayError
+from leasegate.core.ids import DISPATCH_PART_PATTERN
 from leasegate.core.ports.usage import Grouping
+from leasegate.wire import TenantBudgetBody
 
 _GROUPS: tuple[tuple[Grouping, str], ...] = (
     ("tenant", "Tenant"),
@@ -40,7 +40,7 @@ _GROUPS: tuple[tuple[Grouping, str], ...] = (
     ("model", "Model"),
 )
 _ROWS = 100
-_TENANT = re.compile(ID_PATTERN)
+_TENANT = re.compile(DISPATCH_PART_PATTERN)
 
 
 def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
