@@ -4,6 +4,7 @@ store's single revoke seam, then the fan-out that tells every proxy)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import urlencode
 
@@ -27,6 +28,8 @@ from leasegate.core.errors import GatewayError
 from leasegate.core.ids import DISPATCH_PART_PATTERN, RECORD_ID
 from leasegate.core.ports.browse import Browse
 from leasegate.core.records import KeyRecord
+
+log = logging.getLogger("leasegate.console")
 
 _TENANT = re.compile(DISPATCH_PART_PATTERN)
 KEY_ROWS = 200
@@ -74,6 +77,7 @@ def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> API
             await keys.revoke(runtime.services, key_id)
         except GatewayError as error:
             return message(request, session, error.status, "Not done", error.message)
+        log.info("console key revoked", extra={"key_id": key_id, "actor": session.name})
         back = {"tenant": fields.get("tenant", ""), "account": fields.get("account", "")}
         query = urlencode({**{k: v for k, v in back.items() if v}, "revoked": key_id})
         return RedirectResponse(f"/console/keys?{query}", status_code=303)

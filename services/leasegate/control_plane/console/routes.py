@@ -102,8 +102,10 @@ def _store_down_as_a_page(app: FastAPI) -> None:
             None,
             503,
             "Store unavailable",
-            "The database or Redis did not answer this page's read, so it cannot be shown "
-            "now. Nothing was changed by it. Try again shortly.",
+            "The database or Redis did not answer, so this page cannot be shown now. Try "
+            "again shortly. If you sent a form, reload its page to see whether it took "
+            "effect: sending it again is safe (a change already made is refused as stale, "
+            "a key already revoked stays revoked).",
         )
         response.headers["Retry-After"] = retry_after_header(STORE_DOWN_RETRY_S)
         return response
