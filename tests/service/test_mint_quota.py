@@ -138,3 +138,27 @@ async def test_declared_limits_bound_an_account_nothing_was_learned_of() -> None
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
     assert placed == ["a", "a", "b"]
     assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
+
+
+async def test_before_any_spend_is_measured_the_default_prior_bounds_a_known_quota() -> None:
+    """Nothing measured yet: a lease is assumed to send one request of 1,256 tokens a second
+    (`lease_prior_requests_per_s` 1). `a` refills 3 requests and 3,000 tokens a second: two
+    such leases, so the third mint goes to the next account."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 3), sustaining("b", 5), rated=False
+    )
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_prior_requests_per_s=1.0))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "a", "b"]
+    assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
+
+
+async def test_an_unmeasured_pair_is_bounded_by_what_the_pools_measured_leases_spend() -> None:
+    """`a` was never measured; `b`'s leases spend ONE_LEASE each: `a` is taken to spend the
+    same, so its quota, sustaining three such leases, takes three."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 3), sustaining("b", 9)
+    )
+    c.deps = replace(c.deps, lease_rates=FixedRates({("b", SERVED): ONE_LEASE}))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(4)]
+    assert placed == ["a", "a", "a", "b"]

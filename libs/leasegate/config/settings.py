@@ -97,6 +97,8 @@ class Settings(BaseSettings):
 
     lease_rate_interval_s: PositiveSeconds = 10.0
     """How often the control plane measures what a live lease spends (adaptive ceilings)."""
+    lease_prior_requests_per_s: float = Field(default=1.0, gt=0)
+    """What a lease is assumed to send before any lease of its pool was measured."""
     failure_threshold: int = Field(default=3, ge=1)
     account_failure_threshold: int = Field(default=2, ge=1)
     base_cooldown_s: PositiveSeconds = 30.0

@@ -11,15 +11,27 @@ and never below 1 (an account with a quota always admits one lease: the proxy st
 what the bucket cannot take). A new lease fits an (account, model) when the bucket has room for
 one more request now and the live leases are below what it sustains (`quota_room`); the
 operator's `lease_capacity`, when set, is an upper bound (`effective_ceiling`).
+
+Until a pair's own spend is measured its ceiling uses a **prior** (`prior_rate`): the mean of
+what the leases of the pool's other pairs were measured to spend (the spend is the fleet's,
+not the account's), else a default (`default_prior`: a request of `PRIOR_INPUT_TOKENS` +
+`PRIOR_OUTPUT_TOKENS` every `1 / requests_per_s` seconds). So a pair whose quota is known binds
+from its first lease, and the first seconds of a fleet do not all land on the pool's first
+account.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 
+PRIOR_INPUT_TOKENS = 1000
+"""The default prior's input tokens per request."""
+PRIOR_OUTPUT_TOKENS = 256
+"""The default prior's output tokens per request (the proxy's default output estimate)."""
 LEASE_TURNOVER_S = 1.0
 """When room is expected on an account at its sustained ceiling: as soon as any lease ends."""
 DEFAULT_ALPHA = 0.3
@@ -55,6 +67,30 @@ class LeaseRate:
         each = (self.tokens_per_s, self.input_tokens_per_s, self.output_tokens_per_s)
         tokens, inputs, outputs = (max(1, math.ceil(t / self.requests_per_s)) for t in each)
         return tokens, inputs, outputs
+
+
+def default_prior(requests_per_s: float) -> LeaseRate:
+    """What a lease is assumed to spend before anything was measured: `requests_per_s`
+    requests of `PRIOR_INPUT_TOKENS` in and `PRIOR_OUTPUT_TOKENS` out."""
+    return LeaseRate(
+        requests_per_s,
+        requests_per_s * PRIOR_INPUT_TOKENS,
+        requests_per_s * PRIOR_OUTPUT_TOKENS,
+    )
+
+
+def prior_rate(measured: Iterable[LeaseRate], default: LeaseRate | None) -> LeaseRate | None:
+    """The rate a pair without a measurement of its own is bounded at: the mean of the pool's
+    measured pairs (`measured`), else `default` (None: no prior, nothing bounds it)."""
+    rates = list(measured)
+    if not rates:
+        return default
+    n = len(rates)
+    return LeaseRate(
+        sum(r.requests_per_s for r in rates) / n,
+        sum(r.input_tokens_per_s for r in rates) / n,
+        sum(r.output_tokens_per_s for r in rates) / n,
+    )
 
 
 def sampled(

@@ -63,6 +63,9 @@ class Facts:
     """The learned quotas of the candidates that have one."""
     lease_rates: Mapping[Pair, LeaseRate] = field(default_factory=dict)
     """What one live lease of each pair was measured to spend per second."""
+    prior: LeaseRate | None = None
+    """What a lease of a pair not measured yet is taken to spend (`lease_ceiling.prior_rate`);
+    None: such a pair is bounded only by what its quota holds now."""
     residency: Residency = UNRESTRICTED
     """The providers and regions the mint's tenant may be served from."""
 
@@ -88,14 +91,18 @@ class Facts:
         per-lease rate, bounded by the operator's `lease_capacity`."""
         pair = (candidate.account.id, candidate.served_model)
         return effective_ceiling(
-            self.quotas.get(pair), self.lease_rates.get(pair), candidate.account.lease_capacity
+            self.quotas.get(pair), self.rate(pair), candidate.account.lease_capacity
         )
+
+    def rate(self, pair: Pair) -> LeaseRate | None:
+        """What one live lease of the pair spends: as measured, else the prior."""
+        return self.lease_rates.get(pair, self.prior)
 
     def quota_room(self, candidate: Candidate) -> float | None:
         """None when the candidate's quota takes one more lease now; else when it will."""
         pair = (candidate.account.id, candidate.served_model)
         held = self.leases_held.get(candidate.account.id, 0)
-        return quota_room(self.quotas.get(pair), self.lease_rates.get(pair), held, self.now)
+        return quota_room(self.quotas.get(pair), self.rate(pair), held, self.now)
 
 
 @dataclass(frozen=True, slots=True)

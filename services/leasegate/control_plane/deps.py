@@ -25,7 +25,7 @@ from leasegate.core.ports.quota import Quota
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
-from leasegate.routing.lease_ceiling import LeaseRate
+from leasegate.routing.lease_ceiling import LeaseRate, default_prior, prior_rate
 from leasegate.routing.quota import declared_quota
 from leasegate.routing.residency import UNRESTRICTED, Residency
 from leasegate.routing.selection import (
@@ -95,6 +95,9 @@ class Limits:
     """Weights of the tenants' fair shares; a tenant not named weighs 1."""
     tenant_residency: Mapping[str, Residency] = field(default_factory=dict)
     """Where each tenant's dispatches may be served (data residency); not named: anywhere."""
+    lease_prior_requests_per_s: float | None = None
+    """The requests per second a lease of a pair never measured is assumed to send when no
+    pair of the pool was measured either (`lease_ceiling.default_prior`); None: no prior."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +128,7 @@ reads what a one-account mint reads); each further read doubles what the walk ha
 async def live_facts(deps: MintDeps, candidates: Sequence[Candidate]) -> Facts:
     """Live facts for all these candidates: their health, their lease counts, the overlay."""
     now = deps.clock.now()
-    facts = await _chunk_facts(deps, candidates, _empty_facts(deps, now), now)
+    facts = await _chunk_facts(deps, candidates, _empty_facts(deps, now, candidates), now)
     admin_states, admin_revision = await admin_view(deps.overlay)
     return replace(facts, admin_states=admin_states, admin_revision=admin_revision)
 
@@ -146,7 +149,7 @@ class LazyFacts:
         self._start = start
         self._read_to = start
         self._now = now
-        self.facts = _empty_facts(deps, now)
+        self.facts = _empty_facts(deps, now, candidates)
 
     @classmethod
     async def read(
@@ -206,9 +209,14 @@ class LazyFacts:
         self._read_to += len(chunk)
 
 
-def _empty_facts(deps: MintDeps, now: datetime) -> Facts:
+def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate]) -> Facts:
+    """No account's facts yet; the measured lease rates and the pool's prior."""
     rates = deps.lease_rates.current() if deps.lease_rates is not None else {}
-    return Facts(now=now.timestamp(), lease_rates=rates)
+    wanted = deps.limits.lease_prior_requests_per_s
+    default = None if wanted is None else default_prior(wanted)
+    pool = {(c.account.id, c.served_model) for c in candidates}
+    prior = prior_rate((rate for pair, rate in rates.items() if pair in pool), default)
+    return Facts(now=now.timestamp(), lease_rates=rates, prior=prior)
 
 
 async def _chunk_facts(

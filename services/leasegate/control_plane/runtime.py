@@ -89,6 +89,7 @@ class ControlRuntime:
                 fair_share_window_s=self.settings.fair_share_window_s,
                 tenant_shares=self.settings.tenant_shares,
                 tenant_residency=residency_of(self.settings.tenant_residency),
+                lease_prior_requests_per_s=self.settings.lease_prior_requests_per_s,
             ),
             spend=self.totals,
             quota=self.stores.quota,
