@@ -19,6 +19,7 @@ from leasegate.routing.lease_ceiling import (
     effective_ceiling,
     prior_rate,
     quota_room,
+    quota_wait,
     sampled,
     smoothed,
     sustained_leases,
@@ -254,3 +255,13 @@ def test_a_known_quota_with_the_default_prior_binds_from_the_first_lease(
     assert quota_room(quota, prior, ceiling - 1, T0) is None
     if raw >= 1:
         assert not drains(quota, ceiling, prior, horizon_s=4 * WINDOW_S)
+
+
+def test_a_wait_for_the_bucket_is_named_but_none_at_the_sustained_ceiling() -> None:
+    empty = Quota("a", "m", {"requests": Bucket(60, 0, T0 + 30)}, "headers", T0)
+    assert quota_wait(empty, None, 0, T0) == pytest.approx(T0 + 0.5)  # 2 a second refill
+    full = declared(20, 20_000)
+    one = LeaseRate(1.0, 500.0, 500.0)  # sustains 2 leases
+    assert quota_wait(full, one, 1, T0) is None
+    assert quota_wait(full, one, 2, T0) == math.inf
+    assert quota_wait(None, one, 99, T0) is None

@@ -189,3 +189,16 @@ def quota_room(quota: Quota | None, rate: LeaseRate | None, live: int, now: floa
     if sustained is not None and live >= sustained:
         return now + LEASE_TURNOVER_S
     return None
+
+
+def quota_wait(quota: Quota | None, rate: LeaseRate | None, live: int, now: float) -> float | None:
+    """When one more lease fits the quota if waiting for the bucket is allowed: None at once,
+    or when the bucket holds one average request again; never while the live leases are at
+    the sustained ceiling (infinity: room comes only as a lease ends, which no wait names)."""
+    if quota is None:
+        return None
+    sustained = sustained_leases(quota, rate)
+    if sustained is not None and live >= sustained:
+        return math.inf
+    tokens, inputs, outputs = rate.per_request() if rate is not None else (1, 1, 1)
+    return quota.room_at(1, tokens, now, input_tokens=inputs, output_tokens=outputs)

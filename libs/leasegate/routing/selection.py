@@ -35,7 +35,7 @@ from leasegate.core.ports.health import HealthSnapshot
 from leasegate.core.ports.quota import Quota
 from leasegate.core.records import AdminState
 from leasegate.routing.health import health_block
-from leasegate.routing.lease_ceiling import LeaseRate, effective_ceiling, quota_room
+from leasegate.routing.lease_ceiling import LeaseRate, effective_ceiling, quota_room, quota_wait
 from leasegate.routing.residency import UNRESTRICTED, Residency
 
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
@@ -142,6 +142,20 @@ def filter_code(candidate: Candidate, facts: Facts, *, renewal: bool = False) ->
     if facts.quota_room(candidate) is not None:
         return "quota-exhausted"
     return None
+
+
+def affinity_code(candidate: Candidate, facts: Facts, wait_s: float) -> str | None:
+    """`filter_code` for the account a mint's affinity points at, which may make the session
+    wait a little for its cache: an account `quota-exhausted` only until its bucket holds one
+    average request again, within `wait_s`, and below its sustained ceiling, takes it (the
+    proxy refuses its first request with that short `Retry-After`; the gateway never waits)."""
+    code = filter_code(candidate, facts)
+    if code != "quota-exhausted":
+        return code
+    pair = (candidate.account.id, candidate.served_model)
+    held = facts.leases_held.get(candidate.account.id, 0)
+    when = quota_wait(facts.quotas.get(pair), facts.rate(pair), held, facts.now)
+    return None if when is None or when - facts.now <= wait_s else code
 
 
 def select(

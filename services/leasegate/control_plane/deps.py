@@ -34,7 +34,7 @@ from leasegate.routing.selection import (
     NoneEligible,
     Pair,
     Selected,
-    filter_code,
+    affinity_code,
     select,
 )
 from leasegate.web.spend_totals import SpendTotals
@@ -183,12 +183,13 @@ class LazyFacts:
                 return outcome
             await self._read_more()
 
-    async def eligible(self, candidate: Candidate) -> bool:
-        """Whether this one candidate passes every filter now, reading its facts first when
-        the walk has not (an affinity's account, wherever it stands in the pool)."""
+    async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
+        """Why the affinity's account cannot take the mint (None: it can;
+        `routing.selection.affinity_code`), reading its facts first when the walk has not
+        (it may stand anywhere in the pool)."""
         if not self._start <= candidate.position < self._read_to:
             self.facts = await _chunk_facts(self._deps, [candidate], self.facts, self._now)
-        return filter_code(candidate, self.facts) is None
+        return affinity_code(candidate, self.facts, wait_s)
 
     def mark_full(self, candidate: Candidate) -> None:
         """The reservation found this account at its ceiling: the walk passes over it."""
