@@ -162,6 +162,10 @@ def main() -> int:
             f"{run['failed_calls_retry_after_p50_p99_s']}); dispatch ends "
             f"{run['dispatch_ends']}; mint refusals {run['mint_refusals']}"
         )
+        print(
+            f"  by account: failed calls {run['failed_calls_by_account']}; "
+            f"upstream 429s {run['upstream_429s_by_account']}"
+        )
     meta = {
         "command": "python -m bench.fleet " + " ".join(sys.argv[1:]),
         "revision": _revision(),
