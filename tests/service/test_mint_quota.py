@@ -162,3 +162,17 @@ async def test_an_unmeasured_pair_is_bounded_by_what_the_pools_measured_leases_s
     c.deps = replace(c.deps, lease_rates=FixedRates({("b", SERVED): ONE_LEASE}))
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(4)]
     assert placed == ["a", "a", "a", "b"]
+
+
+async def test_a_pair_nothing_is_known_of_takes_a_few_leases_before_the_walk_moves_on() -> None:
+    """No quota learned or declared, no spend measured: each account takes `lease_probe`
+    leases (2 here) in pool order; with every account at its probe the walk places past it
+    (advisory: never a refusal of its own); a measured pair is no longer probed."""
+    c = control(account("a"), account("b"))
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(5)]
+    assert placed == ["a", "a", "b", "b", "a"]
+    assert skipped(last_decision(c)) == []
+    c.deps = replace(c.deps, lease_rates=FixedRates({("a", SERVED): ONE_LEASE}))
+    await mint(c.deps, body("d5"))
+    assert last_decision(c).account_id == "a"

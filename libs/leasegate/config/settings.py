@@ -97,6 +97,8 @@ class Settings(BaseSettings):
 
     lease_rate_interval_s: PositiveSeconds = 10.0
     """How often the control plane measures what a live lease spends (adaptive ceilings)."""
+    lease_probe_leases: int = Field(default=4, ge=1)
+    """Live leases a pair nothing is known of takes before mints move on down the pool."""
     lease_prior_requests_per_s: float = Field(default=1.0, gt=0)
     """What a lease is assumed to send before any lease of its pool was measured."""
     failure_threshold: int = Field(default=3, ge=1)

@@ -175,12 +175,19 @@ def effective_ceiling(
     return sustained if lease_capacity is None else min(sustained, lease_capacity)
 
 
-def quota_room(quota: Quota | None, rate: LeaseRate | None, live: int, now: float) -> float | None:
+def quota_room(
+    quota: Quota | None,
+    rate: LeaseRate | None,
+    live: int,
+    now: float,
+    probe: int | None = None,
+) -> float | None:
     """None when one more lease fits the quota now; else epoch seconds when room is expected:
     when the bucket holds one average request again, or (at the sustained ceiling) in
-    `LEASE_TURNOVER_S`. No quota known: room."""
+    `LEASE_TURNOVER_S`. No quota known: room, up to `probe` live leases when given (nothing
+    is known of the pair yet: a few leases learn its quota before more are sent there)."""
     if quota is None:
-        return None
+        return None if probe is None or live < probe else now + LEASE_TURNOVER_S
     tokens, inputs, outputs = rate.per_request() if rate is not None else (1, 1, 1)
     empty_until = quota.room_at(1, tokens, now, input_tokens=inputs, output_tokens=outputs)
     if empty_until is not None:

@@ -66,6 +66,10 @@ class Facts:
     prior: LeaseRate | None = None
     """What a lease of a pair not measured yet is taken to spend (`lease_ceiling.prior_rate`);
     None: such a pair is bounded only by what its quota holds now."""
+    probe: int | None = None
+    """The live leases a pair of which nothing is known yet (no quota learned or declared, no
+    lease spend measured) is filled to before the walk moves on (advisory: `LazyFacts.select`
+    places past it when nobody else has room); None: no such bound."""
     residency: Residency = UNRESTRICTED
     """The providers and regions the mint's tenant may be served from."""
 
@@ -102,7 +106,8 @@ class Facts:
         """None when the candidate's quota takes one more lease now; else when it will."""
         pair = (candidate.account.id, candidate.served_model)
         held = self.leases_held.get(candidate.account.id, 0)
-        return quota_room(self.quotas.get(pair), self.rate(pair), held, self.now)
+        probe = None if pair in self.lease_rates else self.probe
+        return quota_room(self.quotas.get(pair), self.rate(pair), held, self.now, probe)
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,9 @@ class Limits:
     """Weights of the tenants' fair shares; a tenant not named weighs 1."""
     tenant_residency: Mapping[str, Residency] = field(default_factory=dict)
     """Where each tenant's dispatches may be served (data residency); not named: anywhere."""
+    lease_probe: int | None = None
+    """The live leases a pair nothing is known of is filled to while the pool has room
+    elsewhere (`Facts.probe`); None: no such bound."""
     lease_prior_requests_per_s: float | None = None
     """The requests per second a lease of a pair never measured is assumed to send when no
     pair of the pool was measured either (`lease_ceiling.default_prior`); None: no prior."""
@@ -179,9 +182,22 @@ class LazyFacts:
         `position` is at or after the start this was read from."""
         while True:
             outcome = select(self._candidates[: self._read_to], self.facts, position, passed_over)
-            if isinstance(outcome, Selected) or self._read_to >= len(self._candidates):
+            if isinstance(outcome, Selected):
                 return outcome
+            if self._read_to >= len(self._candidates):
+                return self._past_probes(outcome, position, passed_over)
             await self._read_more()
+
+    def _past_probes(
+        self, outcome: NoneEligible, position: int, passed_over: tuple[PassOver, ...]
+    ) -> Selected | NoneEligible:
+        """Nobody has room: the probe is advisory, so the walk places past it (the first
+        candidate only the probe ruled out); otherwise the refusal stands."""
+        if self.facts.probe is None:
+            return outcome
+        unprobed = replace(self.facts, probe=None)
+        again = select(self._candidates, unprobed, position, passed_over)
+        return again if isinstance(again, Selected) else outcome
 
     async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
         """Why the affinity's account cannot take the mint (None: it can;
@@ -217,7 +233,7 @@ def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate])
     default = None if wanted is None else default_prior(wanted)
     pool = {(c.account.id, c.served_model) for c in candidates}
     prior = prior_rate((rate for pair, rate in rates.items() if pair in pool), default)
-    return Facts(now=now.timestamp(), lease_rates=rates, prior=prior)
+    return Facts(now=now.timestamp(), lease_rates=rates, prior=prior, probe=deps.limits.lease_probe)
 
 
 async def _chunk_facts(
@@ -256,10 +272,11 @@ def _declared(candidates: Sequence[Candidate], now: float) -> dict[Pair, Quota]:
 
 
 def _ceilinged(candidate: Candidate, facts: Facts) -> bool:
-    """Whether selection needs the account's lease count: it has an operator's ceiling or a
-    learned quota (whose sustained ceiling counts leases)."""
+    """Whether selection needs the account's lease count: it has an operator's ceiling, a
+    learned quota (whose sustained ceiling counts leases), or a probe."""
     pair = (candidate.account.id, candidate.served_model)
-    return candidate.account.lease_capacity is not None or pair in facts.quotas
+    probed = facts.probe is not None and pair not in facts.lease_rates
+    return candidate.account.lease_capacity is not None or pair in facts.quotas or probed
 
 
 async def admin_view(overlay: OverlayVerdict) -> tuple[dict[str, AdminState], int]:

@@ -90,6 +90,7 @@ class ControlRuntime:
                 tenant_shares=self.settings.tenant_shares,
                 tenant_residency=residency_of(self.settings.tenant_residency),
                 lease_prior_requests_per_s=self.settings.lease_prior_requests_per_s,
+                lease_probe=self.settings.lease_probe_leases,
             ),
             spend=self.totals,
             quota=self.stores.quota,
