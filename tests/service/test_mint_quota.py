@@ -176,3 +176,12 @@ async def test_a_pair_nothing_is_known_of_takes_a_few_leases_before_the_walk_mov
     c.deps = replace(c.deps, lease_rates=FixedRates({("a", SERVED): ONE_LEASE}))
     await mint(c.deps, body("d5"))
     assert last_decision(c).account_id == "a"
+
+
+async def test_concurrent_mints_spread_as_a_lone_one_does() -> None:
+    """Four mints at once, nothing known of either account: the probe (2) is held under the
+    reservation's lock, so they do not all see an empty first account and land there."""
+    c = control(account("a"), account("b"))
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2))
+    minted = await asyncio.gather(*(mint(c.deps, body(f"d{n}")) for n in range(4)))
+    assert sorted(m.view.account_id for m in minted) == ["a", "a", "b", "b"]

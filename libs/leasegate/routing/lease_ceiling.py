@@ -148,9 +148,10 @@ def refill_rate(bucket: Bucket, observed_at: float) -> float | None:
     return None
 
 
-def sustained_leases(quota: Quota, rate: LeaseRate | None) -> int | None:
-    """How many live leases the quota's refill sustains at `rate` each; None when nothing
-    known bounds it (no rate measured, or no dimension with both a refill and a spend)."""
+def sustained_leases(quota: Quota, rate: LeaseRate | None, share: float = 1.0) -> int | None:
+    """How many live leases the quota's refill sustains at `rate` each (`share` of it: the
+    walk's spreading bound); None when nothing known bounds it (no rate measured, or no
+    dimension with both a refill and a spend)."""
     if rate is None:
         return None
     ceilings: list[float] = []
@@ -161,15 +162,20 @@ def sustained_leases(quota: Quota, rate: LeaseRate | None) -> int | None:
             ceilings.append(refill / spend)
     if not ceilings:
         return None
-    return max(1, math.floor(min(ceilings)))
+    return max(1, math.floor(share * min(ceilings)))
 
 
 def effective_ceiling(
-    quota: Quota | None, rate: LeaseRate | None, lease_capacity: int | None
+    quota: Quota | None,
+    rate: LeaseRate | None,
+    lease_capacity: int | None,
+    probe: int | None = None,
+    share: float = 1.0,
 ) -> int | None:
-    """The account's lease ceiling for this model: what the quota sustains, bounded by the
-    operator's `lease_capacity`; None when neither bounds it."""
-    sustained = sustained_leases(quota, rate) if quota is not None else None
+    """The account's lease ceiling for this model: what the quota sustains (`share` of it),
+    or `probe` when no quota is known, bounded by the operator's `lease_capacity`; None when
+    nothing bounds it."""
+    sustained = sustained_leases(quota, rate, share) if quota is not None else probe
     if sustained is None:
         return lease_capacity
     return sustained if lease_capacity is None else min(sustained, lease_capacity)
@@ -181,6 +187,7 @@ def quota_room(
     live: int,
     now: float,
     probe: int | None = None,
+    share: float = 1.0,
 ) -> float | None:
     """None when one more lease fits the quota now; else epoch seconds when room is expected:
     when the bucket holds one average request again, or (at the sustained ceiling) in
@@ -192,7 +199,7 @@ def quota_room(
     empty_until = quota.room_at(1, tokens, now, input_tokens=inputs, output_tokens=outputs)
     if empty_until is not None:
         return empty_until
-    sustained = sustained_leases(quota, rate)
+    sustained = sustained_leases(quota, rate, share)
     if sustained is not None and live >= sustained:
         return now + LEASE_TURNOVER_S
     return None

@@ -70,6 +70,10 @@ class Facts:
     """The live leases a pair of which nothing is known yet (no quota learned or declared, no
     lease spend measured) is filled to before the walk moves on (advisory: `LazyFacts.select`
     places past it when nobody else has room); None: no such bound."""
+    spread: float = 1.0
+    """The share of each pair's sustained lease ceiling the walk fills before it moves on down
+    the pool (advisory like the probe: `LazyFacts.select` fills past it when nobody else has
+    room; the reservation's lock holds the whole ceiling)."""
     residency: Residency = UNRESTRICTED
     """The providers and regions the mint's tenant may be served from."""
 
@@ -92,11 +96,23 @@ class Facts:
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The candidate's effective lease ceiling: what its quota sustains at the measured
-        per-lease rate, bounded by the operator's `lease_capacity`."""
+        per-lease rate (the spreading share of it; the probe when nothing is known), bounded
+        by the operator's `lease_capacity`. The reservation holds it under its lock, so
+        concurrent mints spread as a lone one does."""
         pair = (candidate.account.id, candidate.served_model)
+        probe = None if pair in self.lease_rates else self.probe
         return effective_ceiling(
-            self.quotas.get(pair), self.rate(pair), candidate.account.lease_capacity
+            self.quotas.get(pair),
+            self.rate(pair),
+            candidate.account.lease_capacity,
+            probe,
+            self.spread,
         )
+
+    def unbounded(self) -> Facts:
+        """These facts without the advisory bounds (the probe, the spreading share): the
+        ceilings the pool really has."""
+        return replace(self, probe=None, spread=1.0)
 
     def rate(self, pair: Pair) -> LeaseRate | None:
         """What one live lease of the pair spends: as measured, else the prior."""
@@ -107,7 +123,9 @@ class Facts:
         pair = (candidate.account.id, candidate.served_model)
         held = self.leases_held.get(candidate.account.id, 0)
         probe = None if pair in self.lease_rates else self.probe
-        return quota_room(self.quotas.get(pair), self.rate(pair), held, self.now, probe)
+        return quota_room(
+            self.quotas.get(pair), self.rate(pair), held, self.now, probe, self.spread
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,9 @@ class Limits:
     """Weights of the tenants' fair shares; a tenant not named weighs 1."""
     tenant_residency: Mapping[str, Residency] = field(default_factory=dict)
     """Where each tenant's dispatches may be served (data residency); not named: anywhere."""
+    lease_spread: float = 1.0
+    """The share of a pair's sustained lease ceiling filled before the walk moves on while the
+    pool has room elsewhere (`Facts.spread`)."""
     lease_probe: int | None = None
     """The live leases a pair nothing is known of is filled to while the pool has room
     elsewhere (`Facts.probe`); None: no such bound."""
@@ -153,6 +156,8 @@ class LazyFacts:
         self._read_to = start
         self._now = now
         self.facts = _empty_facts(deps, now, candidates)
+        self._past_bounds = False
+        """Whether the last selection placed past the advisory bounds (nobody had room)."""
 
     @classmethod
     async def read(
@@ -180,6 +185,7 @@ class LazyFacts:
     ) -> Selected | NoneEligible:
         """`routing.selection.select` over every candidate, reading more only while needed;
         `position` is at or after the start this was read from."""
+        self._past_bounds = False
         while True:
             outcome = select(self._candidates[: self._read_to], self.facts, position, passed_over)
             if isinstance(outcome, Selected):
@@ -191,13 +197,22 @@ class LazyFacts:
     def _past_probes(
         self, outcome: NoneEligible, position: int, passed_over: tuple[PassOver, ...]
     ) -> Selected | NoneEligible:
-        """Nobody has room: the probe is advisory, so the walk places past it (the first
-        candidate only the probe ruled out); otherwise the refusal stands."""
-        if self.facts.probe is None:
+        """Nobody has room: the probe and the spreading share are advisory, so the walk places
+        past them (the first candidate only they ruled out); otherwise the refusal stands."""
+        unbounded = self.facts.unbounded()
+        if unbounded == self.facts:
             return outcome
-        unprobed = replace(self.facts, probe=None)
-        again = select(self._candidates, unprobed, position, passed_over)
-        return again if isinstance(again, Selected) else outcome
+        again = select(self._candidates, unbounded, position, passed_over)
+        if isinstance(again, Selected):
+            self._past_bounds = True
+            return again
+        return outcome
+
+    def ceiling(self, candidate: Candidate) -> int | None:
+        """The ceiling the reservation holds the selected candidate to: the advisory bounds'
+        unless the walk placed past them."""
+        facts = self.facts.unbounded() if self._past_bounds else self.facts
+        return facts.ceiling(candidate)
 
     async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
         """Why the affinity's account cannot take the mint (None: it can;
@@ -233,7 +248,13 @@ def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate])
     default = None if wanted is None else default_prior(wanted)
     pool = {(c.account.id, c.served_model) for c in candidates}
     prior = prior_rate((rate for pair, rate in rates.items() if pair in pool), default)
-    return Facts(now=now.timestamp(), lease_rates=rates, prior=prior, probe=deps.limits.lease_probe)
+    return Facts(
+        now=now.timestamp(),
+        lease_rates=rates,
+        prior=prior,
+        probe=deps.limits.lease_probe,
+        spread=deps.limits.lease_spread,
+    )
 
 
 async def _chunk_facts(

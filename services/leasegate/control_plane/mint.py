@@ -194,7 +194,8 @@ async def _walk(
                 return Refusal(start, over_share)
         chosen = outcome.candidate
         try:
-            ceiling = live.facts.ceiling(chosen)
+            # an affinity may fill its account to the whole ceiling (`affinity_code`)
+            ceiling = live.facts.unbounded().ceiling(chosen) if hit else live.ceiling(chosen)
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
                 return await _commit(
                     deps,

@@ -69,7 +69,7 @@ def pool_capacity(candidates: Sequence[Candidate], facts: Facts) -> int | None:
     account has none (the pool never fills)."""
     total = 0
     for candidate in candidates:
-        capacity = facts.ceiling(candidate)
+        capacity = facts.unbounded().ceiling(candidate)
         if capacity is None:
             return None
         account = candidate.account

@@ -91,6 +91,7 @@ class ControlRuntime:
                 tenant_residency=residency_of(self.settings.tenant_residency),
                 lease_prior_requests_per_s=self.settings.lease_prior_requests_per_s,
                 lease_probe=self.settings.lease_probe_leases,
+                lease_spread=self.settings.lease_spread_share,
             ),
             spend=self.totals,
             quota=self.stores.quota,
