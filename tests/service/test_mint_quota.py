@@ -164,18 +164,39 @@ async def test_an_unmeasured_pair_is_bounded_by_what_the_pools_measured_leases_s
     assert placed == ["a", "a", "a", "b"]
 
 
-async def test_a_pair_nothing_is_known_of_takes_a_few_leases_before_the_walk_moves_on() -> None:
+async def test_a_pair_nothing_is_known_of_takes_a_few_leases_until_its_quota_is_learned() -> None:
     """No quota learned or declared, no spend measured: each account takes `lease_probe`
-    leases (2 here) in pool order; with every account at its probe the walk places past it
-    (advisory: never a refusal of its own); a measured pair is no longer probed."""
+    leases (2 here) in pool order; with both at their probe the mint is refused for a second
+    (its answers are about to say the quota); a measured pair is no longer probed."""
     c = control(account("a"), account("b"))
     c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2))
-    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(5)]
-    assert placed == ["a", "a", "b", "b", "a"]
-    assert skipped(last_decision(c)) == []
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(4)]
+    assert placed == ["a", "a", "b", "b"]
+    with pytest.raises(GatewayError) as caught:
+        await mint(c.deps, body("d4"))
+    assert (caught.value.code, caught.value.retry_after_s) == ("no-eligible-account", 1.0)
+    assert [(p.account_id, p.code) for p in caught.value.passed_over] == [
+        ("a", "quota-exhausted"),
+        ("b", "quota-exhausted"),
+    ]
     c.deps = replace(c.deps, lease_rates=FixedRates({("a", SERVED): ONE_LEASE}))
     await mint(c.deps, body("d5"))
     assert last_decision(c).account_id == "a"
+
+
+async def test_the_spreading_share_gives_way_when_nobody_else_has_room() -> None:
+    """`a` sustains 5 leases, `b` 2; at a spreading share of 0.6 the walk fills `a` to 3 and
+    `b` to 1, then (nobody under its share) places past the share, in pool order, up to the
+    whole ceilings; the whole ceilings full, the mint is refused."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 5), sustaining("b", 2)
+    )
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_spread=0.6))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(7)]
+    assert placed == ["a", "a", "a", "b", "a", "a", "b"]
+    with pytest.raises(GatewayError) as caught:
+        await mint(c.deps, body("d7"))
+    assert caught.value.code == "no-eligible-account"
 
 
 async def test_concurrent_mints_spread_as_a_lone_one_does() -> None:
@@ -185,3 +206,12 @@ async def test_concurrent_mints_spread_as_a_lone_one_does() -> None:
     c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2))
     minted = await asyncio.gather(*(mint(c.deps, body(f"d{n}")) for n in range(4)))
     assert sorted(m.view.account_id for m in minted) == ["a", "a", "b", "b"]
+
+
+async def test_an_account_whose_provider_never_states_its_quota_is_not_probed() -> None:
+    """Gemini sends no rate-limit headers: nothing would ever lift a probe there."""
+    quiet = replace(account("g"), provider="gemini")
+    c = control(quiet, account("b"))
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=1))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["g", "g", "g"]

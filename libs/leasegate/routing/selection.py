@@ -68,8 +68,11 @@ class Facts:
     None: such a pair is bounded only by what its quota holds now."""
     probe: int | None = None
     """The live leases a pair of which nothing is known yet (no quota learned or declared, no
-    lease spend measured) is filled to before the walk moves on (advisory: `LazyFacts.select`
-    places past it when nobody else has room); None: no such bound."""
+    lease spend measured) may hold: its quota is learned from their first answers (within a
+    second) before more are sent there; None: no such bound."""
+    unstated: frozenset[str] = frozenset()
+    """Accounts whose provider never states its quota (no rate-limit headers): never probed,
+    since nothing will be learned of them but their measured spend."""
     spread: float = 1.0
     """The share of each pair's sustained lease ceiling the walk fills before it moves on down
     the pool (advisory like the probe: `LazyFacts.select` fills past it when nobody else has
@@ -100,7 +103,7 @@ class Facts:
         by the operator's `lease_capacity`. The reservation holds it under its lock, so
         concurrent mints spread as a lone one does."""
         pair = (candidate.account.id, candidate.served_model)
-        probe = None if pair in self.lease_rates else self.probe
+        probe = self.probe_of(candidate)
         return effective_ceiling(
             self.quotas.get(pair),
             self.rate(pair),
@@ -109,10 +112,18 @@ class Facts:
             self.spread,
         )
 
+    def probe_of(self, candidate: Candidate) -> int | None:
+        """The probe that bounds this candidate: none once its spend is measured, nor for an
+        account whose provider never states its quota."""
+        pair = (candidate.account.id, candidate.served_model)
+        if pair in self.lease_rates or candidate.account.id in self.unstated:
+            return None
+        return self.probe
+
     def unbounded(self) -> Facts:
-        """These facts without the advisory bounds (the probe, the spreading share): the
-        ceilings the pool really has."""
-        return replace(self, probe=None, spread=1.0)
+        """These facts without the advisory bound (the spreading share): the ceilings the
+        pool has (the probe stays: past it nothing is known, and a refusal's 1 s learns it)."""
+        return replace(self, spread=1.0)
 
     def rate(self, pair: Pair) -> LeaseRate | None:
         """What one live lease of the pair spends: as measured, else the prior."""
@@ -122,7 +133,7 @@ class Facts:
         """None when the candidate's quota takes one more lease now; else when it will."""
         pair = (candidate.account.id, candidate.served_model)
         held = self.leases_held.get(candidate.account.id, 0)
-        probe = None if pair in self.lease_rates else self.probe
+        probe = self.probe_of(candidate)
         return quota_room(
             self.quotas.get(pair), self.rate(pair), held, self.now, probe, self.spread
         )

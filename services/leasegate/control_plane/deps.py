@@ -25,6 +25,7 @@ from leasegate.core.ports.quota import Quota
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
+from leasegate.providers import kind_named
 from leasegate.routing.lease_ceiling import LeaseRate, default_prior, prior_rate
 from leasegate.routing.quota import declared_quota
 from leasegate.routing.residency import UNRESTRICTED, Residency
@@ -197,8 +198,8 @@ class LazyFacts:
     def _past_probes(
         self, outcome: NoneEligible, position: int, passed_over: tuple[PassOver, ...]
     ) -> Selected | NoneEligible:
-        """Nobody has room: the probe and the spreading share are advisory, so the walk places
-        past them (the first candidate only they ruled out); otherwise the refusal stands."""
+        """Nobody has room: the spreading share is advisory, so the walk places past it (the
+        first candidate only it ruled out); otherwise the refusal stands."""
         unbounded = self.facts.unbounded()
         if unbounded == self.facts:
             return outcome
@@ -253,6 +254,9 @@ def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate])
         lease_rates=rates,
         prior=prior,
         probe=deps.limits.lease_probe,
+        unstated=frozenset(
+            c.account.id for c in candidates if not kind_named(c.account.provider).states_quota
+        ),
         spread=deps.limits.lease_spread,
     )
 
