@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from leasegate.accounts import DeclaredLimits
+from leasegate.accounts import DeclaredLimits, Registry
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.quota import Bucket, Quota
@@ -164,24 +164,23 @@ async def test_an_unmeasured_pair_is_bounded_by_what_the_pools_measured_leases_s
     assert placed == ["a", "a", "a", "b"]
 
 
-async def test_a_pair_nothing_is_known_of_takes_a_few_leases_until_its_quota_is_learned() -> None:
+async def test_a_pair_nothing_is_known_of_takes_a_few_leases_then_the_rest_spread() -> None:
     """No quota learned or declared, no spend measured: each account takes `lease_probe`
-    leases (2 here) in pool order; with both at their probe the mint is refused for a second
-    (its answers are about to say the quota); a measured pair is no longer probed."""
-    c = control(account("a"), account("b"))
+    leases (2 here) in pool order; past every probe a mint goes to the probed account
+    holding the fewest (never a refusal of the probe's own); a measured pair, or one an
+    operator sized, is not probed."""
+    c = control(account("a"), account("b"), account("c", lease_capacity=9))
     c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2))
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(4)]
     assert placed == ["a", "a", "b", "b"]
-    with pytest.raises(GatewayError) as caught:
-        await mint(c.deps, body("d4"))
-    assert (caught.value.code, caught.value.retry_after_s) == ("no-eligible-account", 1.0)
-    assert [(p.account_id, p.code) for p in caught.value.passed_over] == [
-        ("a", "quota-exhausted"),
-        ("b", "quota-exhausted"),
-    ]
-    c.deps = replace(c.deps, lease_rates=FixedRates({("a", SERVED): ONE_LEASE}))
-    await mint(c.deps, body("d5"))
-    assert last_decision(c).account_id == "a"
+    placed = [(await mint(c.deps, body(f"e{n}"))).view.account_id for n in range(4)]
+    assert placed == ["c", "c", "c", "c"]  # `c` is sized by its operator: no probe
+    c.deps = replace(c.deps, registry=Registry((account("a"), account("b"))))
+    placed = [(await mint(c.deps, body(f"f{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "b", "a"]
+    c.deps = replace(c.deps, lease_rates=FixedRates({("b", SERVED): ONE_LEASE}))
+    await mint(c.deps, body("g"))
+    assert last_decision(c).account_id == "b"
 
 
 async def test_the_spreading_share_gives_way_when_nobody_else_has_room() -> None:

@@ -68,8 +68,9 @@ class Facts:
     None: such a pair is bounded only by what its quota holds now."""
     probe: int | None = None
     """The live leases a pair of which nothing is known yet (no quota learned or declared, no
-    lease spend measured) may hold: its quota is learned from their first answers (within a
-    second) before more are sent there; None: no such bound."""
+    lease spend measured) takes before the walk moves on: its quota is learned from their
+    first answers (within a second); past every probe, `LazyFacts` places on the probed
+    account holding the fewest leases. None: no such bound."""
     unstated: frozenset[str] = frozenset()
     """Accounts whose provider never states its quota (no rate-limit headers): never probed,
     since nothing will be learned of them but their measured spend."""
@@ -113,16 +114,17 @@ class Facts:
         )
 
     def probe_of(self, candidate: Candidate) -> int | None:
-        """The probe that bounds this candidate: none once its spend is measured, nor for an
-        account whose provider never states its quota."""
+        """The probe that bounds this candidate: none once its spend is measured, for an
+        account whose provider never states its quota, or one an operator sized."""
         pair = (candidate.account.id, candidate.served_model)
-        if pair in self.lease_rates or candidate.account.id in self.unstated:
+        account = candidate.account
+        if pair in self.lease_rates or account.id in self.unstated or account.lease_capacity:
             return None
         return self.probe
 
     def unbounded(self) -> Facts:
-        """These facts without the advisory bound (the spreading share): the ceilings the
-        pool has (the probe stays: past it nothing is known, and a refusal's 1 s learns it)."""
+        """These facts without the spreading share: the ceilings the pool has (the probe
+        stays: `LazyFacts` spreads what comes past the probes itself)."""
         return replace(self, spread=1.0)
 
     def rate(self, pair: Pair) -> LeaseRate | None:

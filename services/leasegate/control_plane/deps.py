@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.audit import ChainVerdict, held_while_corrupt
@@ -36,6 +36,7 @@ from leasegate.routing.selection import (
     Pair,
     Selected,
     affinity_code,
+    filter_code,
     select,
 )
 from leasegate.web.spend_totals import SpendTotals
@@ -157,8 +158,9 @@ class LazyFacts:
         self._read_to = start
         self._now = now
         self.facts = _empty_facts(deps, now, candidates)
-        self._past_bounds = False
-        """Whether the last selection placed past the advisory bounds (nobody had room)."""
+        self._past_bounds: Literal["spread", "probe"] | None = None
+        """Which advisory bound the last selection placed past (nobody had room), if any."""
+        self._overflow = 0
 
     @classmethod
     async def read(
@@ -186,7 +188,7 @@ class LazyFacts:
     ) -> Selected | NoneEligible:
         """`routing.selection.select` over every candidate, reading more only while needed;
         `position` is at or after the start this was read from."""
-        self._past_bounds = False
+        self._past_bounds = None
         while True:
             outcome = select(self._candidates[: self._read_to], self.facts, position, passed_over)
             if isinstance(outcome, Selected):
@@ -198,21 +200,36 @@ class LazyFacts:
     def _past_probes(
         self, outcome: NoneEligible, position: int, passed_over: tuple[PassOver, ...]
     ) -> Selected | NoneEligible:
-        """Nobody has room: the spreading share is advisory, so the walk places past it (the
-        first candidate only it ruled out); otherwise the refusal stands."""
+        """Nobody has room under the advisory bounds. First past the spreading share (in pool
+        order, up to the whole ceilings); else, when only probes stand in the way, onto the
+        probed account holding the fewest leases (one more than it holds now, under the lock:
+        concurrent overflow spreads too); otherwise the refusal stands."""
         unbounded = self.facts.unbounded()
-        if unbounded == self.facts:
-            return outcome
         again = select(self._candidates, unbounded, position, passed_over)
         if isinstance(again, Selected):
-            self._past_bounds = True
+            self._past_bounds = "spread"
             return again
-        return outcome
+        unprobed = replace(unbounded, probe=None)
+        probed = [
+            c
+            for c in self._candidates[position:]
+            if self.facts.probe_of(c) is not None and filter_code(c, unprobed) is None
+        ]
+        if not probed:
+            return outcome
+        held = self.facts.leases_held
+        chosen = min(probed, key=lambda c: (held.get(c.account.id, 0), c.position))
+        self._past_bounds = "probe"
+        self._overflow = held.get(chosen.account.id, 0) + 1
+        skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
+        return Selected(chosen, skipped)
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The ceiling the reservation holds the selected candidate to: the advisory bounds'
         unless the walk placed past them."""
-        facts = self.facts.unbounded() if self._past_bounds else self.facts
+        if self._past_bounds == "probe":
+            return self._overflow
+        facts = self.facts.unbounded() if self._past_bounds == "spread" else self.facts
         return facts.ceiling(candidate)
 
     async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:

@@ -18,6 +18,7 @@ from leasegate.control_plane.usage import SpendToday
 from leasegate.core.clock import Clock
 from leasegate.core.records import KeyRecord
 from leasegate.db.audit import AuditRepository
+from leasegate.routing.lease_ceiling import default_prior
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.wiring import Stores
@@ -52,6 +53,7 @@ class ControlRuntime:
             [a.id for a in self.registry.accounts],
             self.clock,
             every_s=self.settings.lease_rate_interval_s,
+            prior=default_prior(self.settings.lease_prior_requests_per_s),
         )
         self.overlay = AdminOverlay(
             AuditRepository(self.stores.database),
