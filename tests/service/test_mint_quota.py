@@ -165,12 +165,13 @@ async def test_an_unmeasured_pair_is_bounded_by_what_the_pools_measured_leases_s
 
 
 async def test_a_pair_nothing_is_known_of_takes_a_few_leases_then_the_rest_spread() -> None:
-    """No quota learned or declared, no spend measured: each account takes `lease_probe`
-    leases (2 here) in pool order; past every probe a mint goes to the probed account
-    holding the fewest (never a refusal of the probe's own); a measured pair, or one an
-    operator sized, is not probed."""
+    """No quota learned or declared (a measured spend does not lift the probe): each account
+    takes `lease_probe` leases (2 here) in pool order; past every probe a mint goes to the
+    probed account holding the fewest (never a refusal of the probe's own); a pair whose
+    quota is known, or one an operator sized, is not probed."""
     c = control(account("a"), account("b"), account("c", lease_capacity=9))
-    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2))
+    rates = FixedRates({("a", SERVED): ONE_LEASE, ("b", SERVED): ONE_LEASE})
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2), lease_rates=rates)
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(4)]
     assert placed == ["a", "a", "b", "b"]
     placed = [(await mint(c.deps, body(f"e{n}"))).view.account_id for n in range(4)]
@@ -178,7 +179,9 @@ async def test_a_pair_nothing_is_known_of_takes_a_few_leases_then_the_rest_sprea
     c.deps = replace(c.deps, registry=Registry((account("a"), account("b"))))
     placed = [(await mint(c.deps, body(f"f{n}"))).view.account_id for n in range(3)]
     assert placed == ["a", "b", "a"]
-    c.deps = replace(c.deps, lease_rates=FixedRates({("b", SERVED): ONE_LEASE}))
+    store = InProcessQuotaStore()  # `b`'s first answer said its quota: no longer probed
+    await store.learn([sustaining("b", 9)], NOW)
+    c.deps = replace(c.deps, quota=store)
     await mint(c.deps, body("g"))
     assert last_decision(c).account_id == "b"
 

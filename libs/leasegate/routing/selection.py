@@ -67,8 +67,8 @@ class Facts:
     """What a lease of a pair not measured yet is taken to spend (`lease_ceiling.prior_rate`);
     None: such a pair is bounded only by what its quota holds now."""
     probe: int | None = None
-    """The live leases a pair of which nothing is known yet (no quota learned or declared, no
-    lease spend measured) takes before the walk moves on: its quota is learned from their
+    """The live leases a pair whose quota is not known yet (none learned or declared) takes
+    before the walk moves on: its quota is learned from their
     first answers (within a second); past every probe, `LazyFacts` places on the probed
     account holding the fewest leases. None: no such bound."""
     unstated: frozenset[str] = frozenset()
@@ -114,11 +114,12 @@ class Facts:
         )
 
     def probe_of(self, candidate: Candidate) -> int | None:
-        """The probe that bounds this candidate: none once its spend is measured, for an
-        account whose provider never states its quota, or one an operator sized."""
-        pair = (candidate.account.id, candidate.served_model)
+        """The probe that bounds this candidate while its quota is unknown (it applies only
+        then): none for an account whose provider never states its quota, or one an operator
+        sized. Not lifted by a measured spend: a first interval's sample comes before the
+        first answers have said the quota, and would leave the pair unbounded."""
         account = candidate.account
-        if pair in self.lease_rates or account.id in self.unstated or account.lease_capacity:
+        if account.id in self.unstated or account.lease_capacity:
             return None
         return self.probe
 

@@ -317,7 +317,7 @@ def _ceilinged(candidate: Candidate, facts: Facts) -> bool:
     """Whether selection needs the account's lease count: it has an operator's ceiling, a
     learned quota (whose sustained ceiling counts leases), or a probe."""
     pair = (candidate.account.id, candidate.served_model)
-    probed = facts.probe is not None and pair not in facts.lease_rates
+    probed = facts.probe_of(candidate) is not None
     return candidate.account.lease_capacity is not None or pair in facts.quotas or probed
 
 
