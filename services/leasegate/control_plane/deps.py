@@ -160,7 +160,6 @@ class LazyFacts:
         self.facts = _empty_facts(deps, now, candidates)
         self._past_bounds: Literal["spread", "probe"] | None = None
         """Which advisory bound the last selection placed past (nobody had room), if any."""
-        self._overflow = 0
 
     @classmethod
     async def read(
@@ -202,8 +201,9 @@ class LazyFacts:
     ) -> Selected | NoneEligible:
         """Nobody has room under the advisory bounds. First past the spreading share (in pool
         order, up to the whole ceilings); else, when only probes stand in the way, onto the
-        probed account holding the fewest leases (one more than it holds now, under the lock:
-        concurrent overflow spreads too); otherwise the refusal stands."""
+        probed account holding the fewest leases (unbounded: concurrent overflow may land on
+        one account, but is never refused for the probe's sake); otherwise the refusal
+        stands."""
         unbounded = self.facts.unbounded()
         again = select(self._candidates, unbounded, position, passed_over)
         if isinstance(again, Selected):
@@ -212,7 +212,7 @@ class LazyFacts:
         unprobed = replace(unbounded, probe=None)
         probed = [
             c
-            for c in self._candidates[position:]
+            for c in self._candidates[self._start :]  # a lost race moved `position` past one
             if self.facts.probe_of(c) is not None and filter_code(c, unprobed) is None
         ]
         if not probed:
@@ -220,7 +220,6 @@ class LazyFacts:
         held = self.facts.leases_held
         chosen = min(probed, key=lambda c: (held.get(c.account.id, 0), c.position))
         self._past_bounds = "probe"
-        self._overflow = held.get(chosen.account.id, 0) + 1
         skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
         return Selected(chosen, skipped)
 
@@ -228,7 +227,7 @@ class LazyFacts:
         """The ceiling the reservation holds the selected candidate to: the advisory bounds'
         unless the walk placed past them."""
         if self._past_bounds == "probe":
-            return self._overflow
+            return candidate.account.lease_capacity  # probed: none is set
         facts = self.facts.unbounded() if self._past_bounds == "spread" else self.facts
         return facts.ceiling(candidate)
 
