@@ -217,3 +217,13 @@ async def test_an_account_whose_provider_never_states_its_quota_is_not_probed() 
     c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=1))
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
     assert placed == ["g", "g", "g"]
+
+
+async def test_a_pair_that_answered_without_headers_is_not_probed() -> None:
+    """The proxies told the store `a` answers without rate-limit headers (an empty
+    statement): nothing more will be learned of it, and the pool's order holds again."""
+    silent = Quota("a", SERVED, {}, "headers", NOW)
+    c = await with_quotas(control(account("a"), account("b")), silent, rated=False)
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=1))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "a", "a"]

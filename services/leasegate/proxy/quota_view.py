@@ -22,6 +22,10 @@ channel (`QuotaNewsBus`, in a task of its own: no request waits for it), and eve
 proxy's view takes it in as it takes a refresh, so they refuse the pair before sending instead
 of learning it from the provider's 429 or the next refresh.
 
+A pair that answers without any rate-limit header (and of which nothing is known) is written
+to the store as an empty statement, once a minute: the mints then know it has answered and
+states nothing, and stop probing it (docs/capacity.md); the views ignore it.
+
 Declared limits are not shared: each proxy counts what it sends against them, so N proxies
 behind one declared-only account may send up to N times its declared rate (the provider's
 own 429s then hold the pair, which every proxy does hear of).
@@ -61,6 +65,9 @@ Pair = tuple[str, str]
 
 _SYSTEM_RANDOM = random.SystemRandom()
 
+SILENT_EVERY_S = 60.0
+"""How often the store is told again that a pair answers without rate-limit headers (an
+empty statement: the mints' probe lifts for it; the store forgets it after its retention)."""
 IN_FLIGHT_MAX_S = 900.0
 """A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
 after this long, so the view cannot leak room."""
@@ -117,6 +124,8 @@ class QuotaView:
         self._seq = 0
         self._taken_seq: dict[Pair, int] = {}
         """The admission order of the request whose answer's headers the view last took."""
+        self._silent: dict[Pair, float] = {}
+        """When the store was last told a pair answers without rate-limit headers."""
         self._task: asyncio.Task[None] | None = None
 
     # -- the request path (no await) ------------------------------------------------------
@@ -199,6 +208,10 @@ class QuotaView:
                 self._announce(statement)
         elif cost is not None and held is not None:
             self._local[pair] = reconciled(held, cost, usage.input_tokens, usage.output_tokens, now)
+        elif held is None and now - self._silent.get(pair, float("-inf")) >= SILENT_EVERY_S:
+            # answered, saying nothing of its quota: the mints' probe need not wait for it
+            self._silent[pair] = now
+            self._dirty.setdefault(pair, Quota(account_id, model, {}, "headers", now))
 
     def unsent(
         self, account_id: str, model: str, cost: Estimate, now: float, ref: str | None = None
@@ -310,8 +323,8 @@ class QuotaView:
         """Another proxy's statement, where it is newer than what this view holds, less what
         this proxy admitted after it was observed and is still in flight."""
         pair = (quota.account_id, quota.model)
-        if quota.observed_at <= self._stated_at.get(pair, float("-inf")):
-            return
+        if not quota.buckets or quota.observed_at <= self._stated_at.get(pair, float("-inf")):
+            return  # an empty statement (answers without headers) holds nothing here
         held = self._local.get(pair)
         mine = self._in_flight.get(pair, {}).values()
         behind = total(e.cost for e in mine if e.admitted_at > quota.observed_at)
