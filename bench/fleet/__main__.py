@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -77,18 +78,24 @@ def _arguments() -> argparse.Namespace:
 
 def _one_fleet(
     name: str, workers: dict[str, int], seconds: float, env: dict[str, str]
-) -> tuple[dict[str, Any], Records, bool]:
+) -> tuple[dict[str, Any], Records, bool, list[dict[str, int]]]:
     tenants = {t: workers[t.name] for t in TENANTS}
     upstream: dict[str, Any] = {}
+    timeline: list[dict[str, int]] = []
     with ExitStack() as resources:
         running = fleet_stack.start(resources, RESULTS / "logs", env)
         sys.stderr.write(f"fleet {name}: {workers} workers for {seconds:g} s\n")
 
+        sampling: list[asyncio.Task[None]] = []
+
         async def reset() -> None:
             async with httpx.AsyncClient() as http:
                 (await http.post(f"{running.mock_url}/fleet/reset")).raise_for_status()
+            sampling.append(asyncio.create_task(_sample_leases(running.control_url, timeline)))
 
         async def read() -> None:
+            for task in sampling:
+                task.cancel()
             async with httpx.AsyncClient() as http:
                 upstream.update((await http.get(f"{running.mock_url}/fleet/stats")).json())
 
@@ -97,7 +104,19 @@ def _one_fleet(
                 running.control_url, running.proxy_url, CONTROL_TOKEN, tenants, seconds, reset, read
             )
         )
-    return upstream, records, running.declared_accepted
+    return upstream, records, running.declared_accepted, timeline
+
+
+async def _sample_leases(control_url: str, timeline: list[dict[str, int]]) -> None:
+    """Every second: the live leases of each account (`GET /control/v2/accounts`)."""
+    headers = {"authorization": f"Bearer {CONTROL_TOKEN}"}
+    async with httpx.AsyncClient(headers=headers, timeout=5.0) as http:
+        while True:
+            await asyncio.sleep(1.0)
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError, TypeError):
+                answer = (await http.get(f"{control_url}/control/v2/accounts")).json()
+                items = answer["accounts"] if isinstance(answer, dict) else answer
+                timeline.append({a["id"]: int(a["leases_held"]) for a in items})
 
 
 def _revision() -> str:
@@ -144,11 +163,12 @@ def main() -> int:
         load = FLEETS[name]
         workers = fleet_size(load, TENANTS, pool.tokens_per_s)
         offered = sum(paces[t].tokens_per_s * n for t, n in workers.items())
-        upstream, records, declared = _one_fleet(name, workers, args.seconds, env)
+        upstream, records, declared, held = _one_fleet(name, workers, args.seconds, env)
         runs[f"{name} ({load:g}x)"] = {
             "workers": workers,
             **figures(records, upstream, pool, offered, args.seconds),
             "upstream": upstream,
+            "leases_held_each_second": held,
         }
     print(
         f"declared rpm/tpm of the headerless account: "
@@ -161,6 +181,18 @@ def main() -> int:
             f"{run['failed_calls']} (Retry-After p50/p99 "
             f"{run['failed_calls_retry_after_p50_p99_s']}); dispatch ends "
             f"{run['dispatch_ends']}; mint refusals {run['mint_refusals']}"
+        )
+        print(
+            f"  by account: failed calls {run['failed_calls_by_account']}; "
+            f"upstream 429s {run['upstream_429s_by_account']}"
+        )
+        held = run["leases_held_each_second"]
+        order = [spec.id for spec in ACCOUNTS]
+        print(
+            "  live leases per account ("
+            + " / ".join(order)
+            + "), every 4 s: "
+            + "  ".join("/".join(str(h.get(a, 0)) for a in order) for h in held[::4])
         )
     meta = {
         "command": "python -m bench.fleet " + " ".join(sys.argv[1:]),

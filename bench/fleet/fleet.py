@@ -73,6 +73,8 @@ class Records:
     retry_after: dict[str, list[float]] = field(default_factory=dict)
     """The same key -> every `Retry-After` (or envelope `retry_after_s`) they carried."""
     mint_refusals: Counter[str] = field(default_factory=Counter)
+    failures_by_account: Counter[str] = field(default_factory=Counter)
+    """`<account> <label>` -> failed proxied calls on keys of that account."""
 
 
 class RecordingControl(AsyncControlClient):
@@ -174,6 +176,7 @@ class Fleet:
                     origin = f"gateway {failure.code}" if failure.gateway else "upstream"
                     label = f"{origin} {failure.status}"
                     records.failures[label] += 1
+                    records.failures_by_account[f"{spec.id} {label}"] += 1
                     if failure.retry_after_s is not None:
                         records.retry_after.setdefault(label, []).append(failure.retry_after_s)
                     raise

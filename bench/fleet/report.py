@@ -43,6 +43,8 @@ def figures(
         "dispatch_ends": dict(records.ended),
         "hops": records.hops,
         "failed_calls": dict(records.failures),
+        "failed_calls_by_account": dict(sorted(records.failures_by_account.items())),
+        "upstream_429s_by_account": {a: c["limited"] for a, c in upstream.items()},
         "failed_calls_retry_after_p50_p99_s": {
             label: [_round(percentile(waits, 50)), _round(percentile(waits, 99))]
             for label, waits in records.retry_after.items()

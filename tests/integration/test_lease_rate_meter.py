@@ -92,3 +92,18 @@ async def test_quota_refusals_count_as_demand_held_back(store: Store) -> None:
     await meter.run_once()
     # 5 sent and 5 held back over 20 lease-seconds: 0.5 wanted per lease-second, not 0.25
     assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
+
+
+async def test_a_pairs_first_sample_is_folded_into_the_prior(store: Store) -> None:
+    """Leases just minted send little in their first interval: with a prior the first
+    average is between the two, not the low sample alone (which would set the ceiling far
+    too high)."""
+    clock = StepClock(T0)
+    await commit_leases(store, "a", 2)
+    prior = LeaseRate(1.0, 1_000.0, 256.0)
+    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, alpha=0.5, prior=prior)
+    await meter.run_once()
+    await spend(store, "a", [1.0, 2.0], tokens=1_000)  # 2 requests over 20 lease-seconds
+    clock.advance(10)
+    await meter.run_once()
+    assert meter.current() == {("a", SERVED): LeaseRate(0.55, 525.0, 153.0)}

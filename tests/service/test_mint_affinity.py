@@ -4,6 +4,8 @@ is eligible and has room, within the TTL; otherwise the pool's order decides. In
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pydantic import ValidationError
 
@@ -11,7 +13,9 @@ from leasegate.control_plane import keys
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.health import Cooldown
+from leasegate.core.ports.quota import Bucket, Quota
 from leasegate.core.records import MintDecision
+from leasegate.kv.quota_memory import InProcessQuotaStore
 from tests.fixtures.control import (
     SERVED,
     T0,
@@ -57,8 +61,16 @@ async def test_another_tenant_or_model_naming_the_same_id_is_not_followed() -> N
     assert last_decision(c).account_id == "a"
 
 
-@pytest.mark.parametrize("breaks", ["cooling", "disabled", "full", "circuit"])
-async def test_an_account_that_cannot_serve_breaks_the_affinity(breaks: str) -> None:
+@pytest.mark.parametrize(
+    ("breaks", "code"),
+    [
+        ("cooling", "model-cooling"),
+        ("disabled", "administratively-disabled"),
+        ("full", "lease-capacity-exhausted"),
+        ("circuit", "circuit-open"),
+    ],
+)
+async def test_an_account_that_cannot_serve_breaks_the_affinity(breaks: str, code: str) -> None:
     c = control(account("a"), account("b", lease_capacity=1))
     await on_b(c)
     if breaks == "cooling":
@@ -71,6 +83,7 @@ async def test_an_account_that_cannot_serve_breaks_the_affinity(breaks: str) -> 
     await mint(c.deps, body("d2", affinity=SESSION))
     second = last_decision(c)
     assert (second.account_id, second.affinity_hit) == ("a", False)
+    assert skipped(second) == [("b", code)]  # the miss and its reason, in the decision
     # the session now lives on `a`: its next dispatch follows it there
     await mint(c.deps, body("d3", affinity=SESSION))
     assert (last_decision(c).account_id, last_decision(c).affinity_hit) == ("a", True)
@@ -122,3 +135,37 @@ async def test_a_refused_mint_records_its_affinity() -> None:
     with pytest.raises(GatewayError):
         await mint(c.deps, body(affinity=SESSION))
     assert (last_decision(c).affinity, last_decision(c).outcome) == (SESSION, "refused")
+
+
+async def quota_on_b(c: Control, bucket: Bucket) -> None:
+    store = InProcessQuotaStore()
+    now = c.clock.at.timestamp()
+    await store.learn([Quota("b", SERVED, {"requests": bucket}, "headers", now)], now)
+    c.deps = replace(c.deps, quota=store)
+
+
+async def test_a_session_waits_a_moment_for_its_accounts_quota_rather_than_lose_its_cache() -> None:
+    """`b` has no request left, but 60 refill over 30 s: one is back in 0.5 s, within the
+    affinity's short wait. The session stays (the proxy's refusal says when to come back);
+    a mint without the affinity passes `b` over as ever."""
+    c = control()
+    await on_b(c)
+    await quota_on_b(c, Bucket(60, 0, c.clock.at.timestamp() + 30))
+    await mint(c.deps, body("d2", affinity=SESSION))
+    assert (last_decision(c).account_id, last_decision(c).affinity_hit) == ("b", True)
+    c.health.cooling[("a", SERVED)] = Cooldown("a", SERVED, c.clock.at.timestamp() + 5, "x", 1)
+    await mint(c.deps, body("d3"))  # a, b, c in the pool: a cooling, b without room
+    assert skipped(last_decision(c)) == [("a", "model-cooling"), ("b", "quota-exhausted")]
+
+
+async def test_a_session_whose_account_is_throttled_longer_goes_to_the_next_with_room() -> None:
+    """`b` is empty until its reset 5 s away: longer than the short wait. The next dispatch
+    goes to `a` and the decision says why the session's account was not taken."""
+    c = control()
+    await on_b(c)
+    await quota_on_b(c, Bucket(None, 0, c.clock.at.timestamp() + 5))
+    minted = await mint(c.deps, body("d2", affinity=SESSION))
+    second = last_decision(c)
+    assert (second.account_id, second.affinity_hit) == ("a", False)
+    assert skipped(second) == [("b", "quota-exhausted")]
+    assert [(p.account_id, p.code) for p in minted.view.passed_over] == [("b", "quota-exhausted")]

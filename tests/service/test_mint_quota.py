@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from leasegate.accounts import DeclaredLimits
+from leasegate.accounts import DeclaredLimits, Registry
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.quota import Bucket, Quota
@@ -138,3 +138,92 @@ async def test_declared_limits_bound_an_account_nothing_was_learned_of() -> None
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
     assert placed == ["a", "a", "b"]
     assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
+
+
+async def test_before_any_spend_is_measured_the_default_prior_bounds_a_known_quota() -> None:
+    """Nothing measured yet: a lease is assumed to send one request of 1,256 tokens a second
+    (`lease_prior_requests_per_s` 1). `a` refills 3 requests and 3,000 tokens a second: two
+    such leases, so the third mint goes to the next account."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 3), sustaining("b", 5), rated=False
+    )
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_prior_requests_per_s=1.0))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "a", "b"]
+    assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
+
+
+async def test_an_unmeasured_pair_is_bounded_by_what_the_pools_measured_leases_spend() -> None:
+    """`a` was never measured; `b`'s leases spend ONE_LEASE each: `a` is taken to spend the
+    same, so its quota, sustaining three such leases, takes three."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 3), sustaining("b", 9)
+    )
+    c.deps = replace(c.deps, lease_rates=FixedRates({("b", SERVED): ONE_LEASE}))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(4)]
+    assert placed == ["a", "a", "a", "b"]
+
+
+async def test_a_pair_nothing_is_known_of_takes_a_few_leases_then_the_rest_spread() -> None:
+    """No quota learned or declared (a measured spend does not lift the probe): each account
+    takes `lease_probe` leases (2 here) in pool order; past every probe a mint goes to the
+    probed account holding the fewest (never a refusal of the probe's own); a pair whose
+    quota is known, or one an operator sized, is not probed."""
+    c = control(account("a"), account("b"), account("c", lease_capacity=9))
+    rates = FixedRates({("a", SERVED): ONE_LEASE, ("b", SERVED): ONE_LEASE})
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2), lease_rates=rates)
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(4)]
+    assert placed == ["a", "a", "b", "b"]
+    placed = [(await mint(c.deps, body(f"e{n}"))).view.account_id for n in range(4)]
+    assert placed == ["c", "c", "c", "c"]  # `c` is sized by its operator: no probe
+    c.deps = replace(c.deps, registry=Registry((account("a"), account("b"))))
+    placed = [(await mint(c.deps, body(f"f{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "b", "a"]
+    store = InProcessQuotaStore()  # `b`'s first answer said its quota: no longer probed
+    await store.learn([sustaining("b", 9)], NOW)
+    c.deps = replace(c.deps, quota=store)
+    await mint(c.deps, body("g"))
+    assert last_decision(c).account_id == "b"
+
+
+async def test_the_spreading_share_gives_way_when_nobody_else_has_room() -> None:
+    """`a` sustains 5 leases, `b` 2; at a spreading share of 0.6 the walk fills `a` to 3 and
+    `b` to 1, then (nobody under its share) places past the share, in pool order, up to the
+    whole ceilings; the whole ceilings full, the mint is refused."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 5), sustaining("b", 2)
+    )
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_spread=0.6))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(7)]
+    assert placed == ["a", "a", "a", "b", "a", "a", "b"]
+    with pytest.raises(GatewayError) as caught:
+        await mint(c.deps, body("d7"))
+    assert caught.value.code == "no-eligible-account"
+
+
+async def test_concurrent_mints_spread_as_a_lone_one_does() -> None:
+    """Four mints at once, nothing known of either account: the probe (2) is held under the
+    reservation's lock, so they do not all see an empty first account and land there."""
+    c = control(account("a"), account("b"))
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=2))
+    minted = await asyncio.gather(*(mint(c.deps, body(f"d{n}")) for n in range(4)))
+    assert sorted(m.view.account_id for m in minted) == ["a", "a", "b", "b"]
+
+
+async def test_an_account_whose_provider_never_states_its_quota_is_not_probed() -> None:
+    """Gemini sends no rate-limit headers: nothing would ever lift a probe there."""
+    quiet = replace(account("g"), provider="gemini")
+    c = control(quiet, account("b"))
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=1))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["g", "g", "g"]
+
+
+async def test_a_pair_that_answered_without_headers_is_not_probed() -> None:
+    """The proxies told the store `a` answers without rate-limit headers (an empty
+    statement): nothing more will be learned of it, and the pool's order holds again."""
+    silent = Quota("a", SERVED, {}, "headers", NOW)
+    c = await with_quotas(control(account("a"), account("b")), silent, rated=False)
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=1))
+    placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
+    assert placed == ["a", "a", "a"]

@@ -193,3 +193,19 @@ def test_the_view_never_admits_more_than_the_bucket_holds_whatever_order_answers
     for ref in flying:
         view.answered("a", "m", _requests(8, stated[ref], now), free, Usage(), now, ref)
     assert (view.admit("a", "m", free, now) is None) == (upstream > 0)
+
+
+async def test_a_pair_answering_without_headers_is_told_to_the_store_once_a_minute() -> None:
+    """So the mints stop probing it; the views hold nothing for it and ask nothing."""
+    clock, store, one, other = _views()
+    now = clock.now().timestamp()
+    one.answered("a", "m", {}, COST, Usage(), now)
+    await one.flush()
+    stated = (await store.snapshot([("a", "m")], now))[("a", "m")]
+    assert (stated.buckets, stated.observed_at) == ({}, now)
+    one.answered("a", "m", {}, COST, Usage(), now + 1)
+    assert store.calls == 2  # learn + the snapshot above: nothing new to write
+    await one.flush()
+    assert store.calls == 2
+    await other.refresh()
+    assert not other.watches("a", "m")

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.routing.lease_ceiling import (
     LeaseRate,
+    default_prior,
     effective_ceiling,
+    prior_rate,
     quota_room,
+    quota_wait,
     sampled,
     smoothed,
     sustained_leases,
@@ -214,3 +218,50 @@ def test_a_throttled_account_measures_demand_so_its_ceiling_binds(
 
 def test_refused_requests_count_as_wanted_at_the_mean_tokens_of_sent_ones() -> None:
     assert sampled(20, 4_000, 1_000, 10.0, refused=20) == LeaseRate(4.0, 800.0, 200.0)
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(rates, min_size=1, max_size=6))
+def test_the_prior_is_the_mean_of_the_pools_measured_leases(measured: list[LeaseRate]) -> None:
+    prior = prior_rate(measured, default_prior(1.0))
+    assert prior is not None
+    low = min(r.requests_per_s for r in measured)
+    high = max(r.requests_per_s for r in measured)
+    assert low - 1e-9 <= prior.requests_per_s <= high + 1e-9
+    mean = sum(r.tokens_per_s for r in measured) / len(measured)
+    assert prior.tokens_per_s == pytest.approx(mean)
+
+
+def test_before_anything_is_measured_the_prior_is_the_default_or_nothing() -> None:
+    assert prior_rate([], default_prior(0.5)) == LeaseRate(0.5, 500.0, 128.0)
+    assert prior_rate([], None) is None
+
+
+@settings(deadline=None, max_examples=40)
+@given(requests_limits, token_limits, st.floats(0.05, 3.0))
+def test_a_known_quota_with_the_default_prior_binds_from_the_first_lease(
+    requests: int, tokens: int, requests_per_s: float
+) -> None:
+    """A pair nothing was measured of: the ceiling is what its refill sustains at the prior,
+    so leases beyond it go elsewhere (simulated clock: that many never drain it, one more
+    does when the prior is what the leases really spend)."""
+    quota = declared(requests, tokens)
+    prior = default_prior(requests_per_s)
+    ceiling = sustained_leases(quota, prior)
+    assert ceiling is not None
+    raw = min(requests / WINDOW_S / prior.requests_per_s, tokens / WINDOW_S / prior.tokens_per_s)
+    assert ceiling == max(1, math.floor(raw))
+    assert quota_room(quota, prior, ceiling, T0) is not None  # the next lease goes elsewhere
+    assert quota_room(quota, prior, ceiling - 1, T0) is None
+    if raw >= 1:
+        assert not drains(quota, ceiling, prior, horizon_s=4 * WINDOW_S)
+
+
+def test_a_wait_for_the_bucket_is_named_but_none_at_the_sustained_ceiling() -> None:
+    empty = Quota("a", "m", {"requests": Bucket(60, 0, T0 + 30)}, "headers", T0)
+    assert quota_wait(empty, None, 0, T0) == pytest.approx(T0 + 0.5)  # 2 a second refill
+    full = declared(20, 20_000)
+    one = LeaseRate(1.0, 500.0, 500.0)  # sustains 2 leases
+    assert quota_wait(full, one, 1, T0) is None
+    assert quota_wait(full, one, 2, T0) == math.inf
+    assert quota_wait(None, one, 99, T0) is None

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from leasegate.accounts import DeclaredLimits
-from leasegate.core.ports.quota import Bucket, Quota
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.routing.quota import (
     DEFAULT_OUTPUT_TOKENS,
     JITTER_MAX_S,
@@ -155,3 +156,29 @@ def test_ratelimit_fields_never_say_more_than_the_provider() -> None:
         '"requests";r=59;t=1',
     )
     assert ratelimit_fields(Quota("a", "m", {}, "headers", T0), T0) is None
+
+
+@given(
+    limit=st.integers(1, 10_000),
+    window=st.floats(1.0, 600.0),
+    wait=st.floats(0.01, 60.0),
+)
+def test_a_hold_keeps_the_known_request_rate_and_admits_nothing_before_its_end(
+    limit: int, window: float, wait: float
+) -> None:
+    """The 429's headers say the requests bucket's limit and when it is full: the hold admits
+    no request before its end, one at its end, and the bucket still says (about) how fast it
+    refills: never slower, at most one request over the wait faster."""
+    rate = limit / window
+    headers: dict[QuotaDimension, Bucket] = {"requests": Bucket(limit, 0, T0 + window)}
+    until = T0 + wait
+    hold = rate_limit_hold(None, "a", "m", headers, until, T0)
+    bucket = hold.buckets["requests"]
+    assert bucket.limit == limit
+    assert room_at(hold, Estimate(0, 0), T0) == pytest.approx(until, abs=1e-6)
+    assert room_at(hold, Estimate(0, 0), until - 1e-3) is not None
+    assert room_at(hold, Estimate(0, 0), until + 1e-6) is None
+    assert bucket.reset_at is not None
+    assert bucket.remaining is not None
+    refill = (limit - bucket.remaining) / (bucket.reset_at - T0)
+    assert rate - 1e-9 <= refill <= rate + 1 / wait + 1e-9

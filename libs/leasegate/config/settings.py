@@ -97,6 +97,12 @@ class Settings(BaseSettings):
 
     lease_rate_interval_s: PositiveSeconds = 10.0
     """How often the control plane measures what a live lease spends (adaptive ceilings)."""
+    lease_spread_share: float = Field(default=0.8, gt=0, le=1)
+    """Share of a pair's sustained lease ceiling filled before mints move on down the pool."""
+    lease_probe_leases: int = Field(default=4, ge=1)
+    """Live leases a pair nothing is known of takes before mints move on down the pool."""
+    lease_prior_requests_per_s: float = Field(default=1.0, gt=0)
+    """What a lease is assumed to send before any lease of its pool was measured."""
     failure_threshold: int = Field(default=3, ge=1)
     account_failure_threshold: int = Field(default=2, ge=1)
     base_cooldown_s: PositiveSeconds = 30.0

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from leasegate.core.ports.health import HealthNews
+from leasegate.core.ports.quota import OnQuotaNews, Quota
 from leasegate.core.ports.revocation import Revocation
 
 Message = TypeVar("Message")
@@ -39,7 +40,23 @@ class InProcessFanout(Generic[Message]):
 
 
 class InProcessHealthFanout(InProcessFanout[HealthNews]):
-    """Health news between the proxy and the control plane of one process."""
+    """Health news between the proxy and the control plane of one process, and quota news
+    (to the quota views of the process: tests stand two proxies up on one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._quota_listeners: list[OnQuotaNews] = []
+
+    async def publish_quota(self, quotas: Sequence[Quota]) -> None:
+        for deliver in self._quota_listeners:
+            deliver(quotas)
+
+    def on_quota(self, deliver: OnQuotaNews) -> None:
+        self._quota_listeners.append(deliver)
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        self._quota_listeners.clear()
 
 
 class InProcessRevocationBus(InProcessFanout[Revocation]):

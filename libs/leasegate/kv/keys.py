@@ -13,7 +13,7 @@ hashes alike whatever characters its id holds.
     {prefix}:{acct:<id>}:quota:<model>         an (account, served model)'s learned quota (hash)
     {prefix}:audit:witness                     the audit witness (hash; one key)
     {prefix}:revocations                       revocation fan-out (pub/sub channel)
-    {prefix}:health-news                       health news between proxies (pub/sub channel)
+    {prefix}:health-news                       health and quota news between proxies (pub/sub)
     {prefix}:{chain:<id>}:spend                a running spend total (hash): <id> a chain's id,
                                                or tenant:<tenant>:<period>:<label>
     {prefix}:console:sessions                  the console's open sessions (sorted set; one key)

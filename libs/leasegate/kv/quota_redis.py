@@ -49,7 +49,7 @@ class RedisQuotaStore:
             raise unavailable(exc) from exc
         found: dict[tuple[str, str], Quota] = {}
         for (account_id, model), row in zip(pairs, rows, strict=True):
-            quota = _parse(account_id, model, row)
+            quota = parse_quota(account_id, model, row)
             if quota is not None and quota.expires_at() + RETENTION_S > now:
                 found[(account_id, model)] = quota
         return found
@@ -62,7 +62,7 @@ class RedisQuotaStore:
                 for quota in quotas:
                     name = self.key(quota.account_id, quota.model)
                     pipe.delete(name)
-                    pipe.hset(name, mapping=_fields(quota))
+                    pipe.hset(name, mapping=quota_fields(quota))
                     ttl = max(1, math.ceil(max(quota.expires_at(), now) - now + RETENTION_S))
                     pipe.expire(name, ttl)
                 await pipe.execute()
@@ -77,7 +77,7 @@ def _number(value: float | None) -> str:
     return "" if value is None else f"{value:.17g}"
 
 
-def _fields(quota: Quota) -> dict[Any, Any]:
+def quota_fields(quota: Quota) -> dict[Any, Any]:
     fields: dict[Any, Any] = {"src": quota.source, "at": _number(quota.observed_at)}
     for dimension, bucket in quota.buckets.items():
         fields[dimension] = ",".join(
@@ -95,7 +95,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _parse(account_id: str, model: str, row: Mapping[Any, Any]) -> Quota | None:
+def parse_quota(account_id: str, model: str, row: Mapping[Any, Any]) -> Quota | None:
     """A stored hash as a Quota; None when empty or unreadable (treated as never learned)."""
     if not row:
         return None

@@ -291,6 +291,11 @@ class ProviderKind(ABC):
         empty for a kind that sends none. `headers`: case-insensitive or lower-case keys."""
         return {}
 
+    @property
+    def states_quota(self) -> bool:
+        """Whether this kind's answers may state its quota (it reads rate-limit headers)."""
+        return type(self).quota_buckets is not ProviderKind.quota_buckets
+
     caller_prefix: ClassVar[str | None] = None
     """A path prefix of the kind's own SDK that the proxy serves too (Azure's
     `/openai/deployments/`); `caller_route` reads the endpoint and the model from it."""

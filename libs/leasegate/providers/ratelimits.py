@@ -16,6 +16,9 @@ Anthropic, per dimension (`requests`, `tokens`, `input-tokens`, `output-tokens`)
     anthropic-ratelimit-tokens-remaining: 79000
     anthropic-ratelimit-tokens-reset: 2026-03-01T12:00:30Z      (RFC 3339: when it is full)
 
+Anthropic's `tokens` headers repeat the most restrictive of its input and output token limits:
+when those two are sent, `tokens` is left out (it limits neither their sum nor anything else).
+
 An absolute reset is read against the answer's own `date` header when it has one, so a
 provider clock that differs from ours moves nothing: only the distance from its `date` to
 its reset counts. A reset further than `MAX_RESET_S` away, a negative or non-numeric count,
@@ -177,6 +180,10 @@ def anthropic_buckets(headers: Mapping[str, str], now: float) -> dict[QuotaDimen
             wait = max(0.0, reset - their_now)
         if (bucket := _bucket(limit, remaining, wait, now)) is not None:
             found[dimension] = bucket
+    if "input-tokens" in found and "output-tokens" in found:
+        # `tokens` repeats whichever of the two is most restrictive: not a limit on their
+        # sum, so holding input + output against it would throttle an account that has room
+        found.pop("tokens", None)
     return found
 
 

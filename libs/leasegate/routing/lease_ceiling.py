@@ -11,15 +11,27 @@ and never below 1 (an account with a quota always admits one lease: the proxy st
 what the bucket cannot take). A new lease fits an (account, model) when the bucket has room for
 one more request now and the live leases are below what it sustains (`quota_room`); the
 operator's `lease_capacity`, when set, is an upper bound (`effective_ceiling`).
+
+Until a pair's own spend is measured its ceiling uses a **prior** (`prior_rate`): the mean of
+what the leases of the pool's other pairs were measured to spend (the spend is the fleet's,
+not the account's), else a default (`default_prior`: a request of `PRIOR_INPUT_TOKENS` +
+`PRIOR_OUTPUT_TOKENS` every `1 / requests_per_s` seconds). So a pair whose quota is known binds
+from its first lease, and the first seconds of a fleet do not all land on the pool's first
+account.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 
+PRIOR_INPUT_TOKENS = 1000
+"""The default prior's input tokens per request."""
+PRIOR_OUTPUT_TOKENS = 256
+"""The default prior's output tokens per request (the proxy's default output estimate)."""
 LEASE_TURNOVER_S = 1.0
 """When room is expected on an account at its sustained ceiling: as soon as any lease ends."""
 DEFAULT_ALPHA = 0.3
@@ -55,6 +67,30 @@ class LeaseRate:
         each = (self.tokens_per_s, self.input_tokens_per_s, self.output_tokens_per_s)
         tokens, inputs, outputs = (max(1, math.ceil(t / self.requests_per_s)) for t in each)
         return tokens, inputs, outputs
+
+
+def default_prior(requests_per_s: float) -> LeaseRate:
+    """What a lease is assumed to spend before anything was measured: `requests_per_s`
+    requests of `PRIOR_INPUT_TOKENS` in and `PRIOR_OUTPUT_TOKENS` out."""
+    return LeaseRate(
+        requests_per_s,
+        requests_per_s * PRIOR_INPUT_TOKENS,
+        requests_per_s * PRIOR_OUTPUT_TOKENS,
+    )
+
+
+def prior_rate(measured: Iterable[LeaseRate], default: LeaseRate | None) -> LeaseRate | None:
+    """The rate a pair without a measurement of its own is bounded at: the mean of the pool's
+    measured pairs (`measured`), else `default` (None: no prior, nothing bounds it)."""
+    rates = list(measured)
+    if not rates:
+        return default
+    n = len(rates)
+    return LeaseRate(
+        sum(r.requests_per_s for r in rates) / n,
+        sum(r.input_tokens_per_s for r in rates) / n,
+        sum(r.output_tokens_per_s for r in rates) / n,
+    )
 
 
 def sampled(
@@ -112,9 +148,10 @@ def refill_rate(bucket: Bucket, observed_at: float) -> float | None:
     return None
 
 
-def sustained_leases(quota: Quota, rate: LeaseRate | None) -> int | None:
-    """How many live leases the quota's refill sustains at `rate` each; None when nothing
-    known bounds it (no rate measured, or no dimension with both a refill and a spend)."""
+def sustained_leases(quota: Quota, rate: LeaseRate | None, share: float = 1.0) -> int | None:
+    """How many live leases the quota's refill sustains at `rate` each (`share` of it: the
+    walk's spreading bound); None when nothing known bounds it (no rate measured, or no
+    dimension with both a refill and a spend)."""
     if rate is None:
         return None
     ceilings: list[float] = []
@@ -125,31 +162,57 @@ def sustained_leases(quota: Quota, rate: LeaseRate | None) -> int | None:
             ceilings.append(refill / spend)
     if not ceilings:
         return None
-    return max(1, math.floor(min(ceilings)))
+    return max(1, math.floor(share * min(ceilings)))
 
 
 def effective_ceiling(
-    quota: Quota | None, rate: LeaseRate | None, lease_capacity: int | None
+    quota: Quota | None,
+    rate: LeaseRate | None,
+    lease_capacity: int | None,
+    probe: int | None = None,
+    share: float = 1.0,
 ) -> int | None:
-    """The account's lease ceiling for this model: what the quota sustains, bounded by the
-    operator's `lease_capacity`; None when neither bounds it."""
-    sustained = sustained_leases(quota, rate) if quota is not None else None
+    """The account's lease ceiling for this model: what the quota sustains (`share` of it),
+    or `probe` when no quota is known, bounded by the operator's `lease_capacity`; None when
+    nothing bounds it."""
+    sustained = sustained_leases(quota, rate, share) if quota is not None else probe
     if sustained is None:
         return lease_capacity
     return sustained if lease_capacity is None else min(sustained, lease_capacity)
 
 
-def quota_room(quota: Quota | None, rate: LeaseRate | None, live: int, now: float) -> float | None:
+def quota_room(
+    quota: Quota | None,
+    rate: LeaseRate | None,
+    live: int,
+    now: float,
+    probe: int | None = None,
+    share: float = 1.0,
+) -> float | None:
     """None when one more lease fits the quota now; else epoch seconds when room is expected:
     when the bucket holds one average request again, or (at the sustained ceiling) in
-    `LEASE_TURNOVER_S`. No quota known: room."""
+    `LEASE_TURNOVER_S`. No quota known: room, up to `probe` live leases when given (nothing
+    is known of the pair yet: a few leases learn its quota before more are sent there)."""
     if quota is None:
-        return None
+        return None if probe is None or live < probe else now + LEASE_TURNOVER_S
     tokens, inputs, outputs = rate.per_request() if rate is not None else (1, 1, 1)
     empty_until = quota.room_at(1, tokens, now, input_tokens=inputs, output_tokens=outputs)
     if empty_until is not None:
         return empty_until
-    sustained = sustained_leases(quota, rate)
+    sustained = sustained_leases(quota, rate, share)
     if sustained is not None and live >= sustained:
         return now + LEASE_TURNOVER_S
     return None
+
+
+def quota_wait(quota: Quota | None, rate: LeaseRate | None, live: int, now: float) -> float | None:
+    """When one more lease fits the quota if waiting for the bucket is allowed: None at once,
+    or when the bucket holds one average request again; never while the live leases are at
+    the sustained ceiling (infinity: room comes only as a lease ends, which no wait names)."""
+    if quota is None:
+        return None
+    sustained = sustained_leases(quota, rate)
+    if sustained is not None and live >= sustained:
+        return math.inf
+    tokens, inputs, outputs = rate.per_request() if rate is not None else (1, 1, 1)
+    return quota.room_at(1, tokens, now, input_tokens=inputs, output_tokens=outputs)

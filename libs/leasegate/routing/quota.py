@@ -192,11 +192,42 @@ def rate_limit_hold(
     until: float,
     now: float,
 ) -> Quota:
-    """The view after a rate-limit 429: what its headers said, and no request until `until`."""
+    """The view after a rate-limit 429: what its headers said, and no request until `until`.
+
+    When the requests bucket's limit and refill are known (the 429's headers, or what the
+    view held), the hold keeps them: a debt that the bucket's own refill pays back to one
+    request exactly at `until` (`requests_hold`), so the pair's adaptive lease ceiling still
+    knows the account's request rate. Otherwise a bucket of no limit, empty until `until`."""
     quota = learned(held, account_id, model, buckets, now)
     hold = dict(quota.buckets)
-    hold["requests"] = Bucket(None, 0, until)
+    hold["requests"] = requests_hold(quota.buckets.get("requests"), quota.observed_at, until, now)
     return Quota(account_id, model, hold, "headers", now)
+
+
+def requests_hold(bucket: Bucket | None, observed_at: float, until: float, now: float) -> Bucket:
+    """A requests bucket that holds no request before `until` and one at `until`, refilling
+    about as fast as `bucket` does (its limit kept) when that is known."""
+    wait = until - now
+    rate = _refill_per_s(bucket, observed_at)
+    if bucket is None or bucket.limit is None or rate is None or wait <= 0:
+        return Bucket(None, 0, until)
+    debt = min(0, math.floor(1 - rate * wait))  # 1 - debt requests refill over the wait
+    reset_at = now + (bucket.limit - debt) * wait / (1 - debt)
+    return Bucket(bucket.limit, debt, reset_at)
+
+
+def _refill_per_s(bucket: Bucket | None, observed_at: float) -> float | None:
+    """Units per second a bucket refills at (`lease_ceiling.refill_rate`'s rule); None when
+    unknown."""
+    if bucket is None or bucket.limit is None:
+        return None
+    if bucket.window_s:
+        return bucket.limit / bucket.window_s
+    if bucket.reset_at is not None and bucket.remaining is not None:
+        span = bucket.reset_at - observed_at
+        if span > 0 and bucket.limit > bucket.remaining:
+            return (bucket.limit - bucket.remaining) / span
+    return None
 
 
 def declared_quota(account_id: str, model: str, limits: DeclaredLimits, now: float) -> Quota | None:

@@ -35,7 +35,7 @@ from leasegate.core.ports.health import HealthSnapshot
 from leasegate.core.ports.quota import Quota
 from leasegate.core.records import AdminState
 from leasegate.routing.health import health_block
-from leasegate.routing.lease_ceiling import LeaseRate, effective_ceiling, quota_room
+from leasegate.routing.lease_ceiling import LeaseRate, effective_ceiling, quota_room, quota_wait
 from leasegate.routing.residency import UNRESTRICTED, Residency
 
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
@@ -63,6 +63,21 @@ class Facts:
     """The learned quotas of the candidates that have one."""
     lease_rates: Mapping[Pair, LeaseRate] = field(default_factory=dict)
     """What one live lease of each pair was measured to spend per second."""
+    prior: LeaseRate | None = None
+    """What a lease of a pair not measured yet is taken to spend (`lease_ceiling.prior_rate`);
+    None: such a pair is bounded only by what its quota holds now."""
+    probe: int | None = None
+    """The live leases a pair whose quota is not known yet (none learned or declared) takes
+    before the walk moves on: its quota is learned from their
+    first answers (within a second); past every probe, `LazyFacts` places on the probed
+    account holding the fewest leases. None: no such bound."""
+    unstated: frozenset[str] = frozenset()
+    """Accounts whose provider never states its quota (no rate-limit headers): never probed,
+    since nothing will be learned of them but their measured spend."""
+    spread: float = 1.0
+    """The share of each pair's sustained lease ceiling the walk fills before it moves on down
+    the pool (advisory like the probe: `LazyFacts.select` fills past it when nobody else has
+    room; the reservation's lock holds the whole ceiling)."""
     residency: Residency = UNRESTRICTED
     """The providers and regions the mint's tenant may be served from."""
 
@@ -85,17 +100,46 @@ class Facts:
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The candidate's effective lease ceiling: what its quota sustains at the measured
-        per-lease rate, bounded by the operator's `lease_capacity`."""
+        per-lease rate (the spreading share of it; the probe when nothing is known), bounded
+        by the operator's `lease_capacity`. The reservation holds it under its lock, so
+        concurrent mints spread as a lone one does."""
         pair = (candidate.account.id, candidate.served_model)
+        probe = self.probe_of(candidate)
         return effective_ceiling(
-            self.quotas.get(pair), self.lease_rates.get(pair), candidate.account.lease_capacity
+            self.quotas.get(pair),
+            self.rate(pair),
+            candidate.account.lease_capacity,
+            probe,
+            self.spread,
         )
+
+    def probe_of(self, candidate: Candidate) -> int | None:
+        """The probe that bounds this candidate while its quota is unknown (it applies only
+        then): none for an account whose provider never states its quota, or one an operator
+        sized. Not lifted by a measured spend: a first interval's sample comes before the
+        first answers have said the quota, and would leave the pair unbounded."""
+        account = candidate.account
+        if account.id in self.unstated or account.lease_capacity:
+            return None
+        return self.probe
+
+    def unbounded(self) -> Facts:
+        """These facts without the spreading share: the ceilings the pool has (the probe
+        stays: `LazyFacts` spreads what comes past the probes itself)."""
+        return replace(self, spread=1.0)
+
+    def rate(self, pair: Pair) -> LeaseRate | None:
+        """What one live lease of the pair spends: as measured, else the prior."""
+        return self.lease_rates.get(pair, self.prior)
 
     def quota_room(self, candidate: Candidate) -> float | None:
         """None when the candidate's quota takes one more lease now; else when it will."""
         pair = (candidate.account.id, candidate.served_model)
         held = self.leases_held.get(candidate.account.id, 0)
-        return quota_room(self.quotas.get(pair), self.lease_rates.get(pair), held, self.now)
+        probe = self.probe_of(candidate)
+        return quota_room(
+            self.quotas.get(pair), self.rate(pair), held, self.now, probe, self.spread
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +179,20 @@ def filter_code(candidate: Candidate, facts: Facts, *, renewal: bool = False) ->
     if facts.quota_room(candidate) is not None:
         return "quota-exhausted"
     return None
+
+
+def affinity_code(candidate: Candidate, facts: Facts, wait_s: float) -> str | None:
+    """`filter_code` for the account a mint's affinity points at, which may make the session
+    wait a little for its cache: an account `quota-exhausted` only until its bucket holds one
+    average request again, within `wait_s`, and below its sustained ceiling, takes it (the
+    proxy refuses its first request with that short `Retry-After`; the gateway never waits)."""
+    code = filter_code(candidate, facts)
+    if code != "quota-exhausted":
+        return code
+    pair = (candidate.account.id, candidate.served_model)
+    held = facts.leases_held.get(candidate.account.id, 0)
+    when = quota_wait(facts.quotas.get(pair), facts.rate(pair), held, facts.now)
+    return None if when is None or when - facts.now <= wait_s else code
 
 
 def select(

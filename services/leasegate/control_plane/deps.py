@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.audit import ChainVerdict, held_while_corrupt
@@ -25,7 +25,8 @@ from leasegate.core.ports.quota import Quota
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
-from leasegate.routing.lease_ceiling import LeaseRate
+from leasegate.providers import kind_named
+from leasegate.routing.lease_ceiling import LeaseRate, default_prior, prior_rate
 from leasegate.routing.quota import declared_quota
 from leasegate.routing.residency import UNRESTRICTED, Residency
 from leasegate.routing.selection import (
@@ -34,6 +35,7 @@ from leasegate.routing.selection import (
     NoneEligible,
     Pair,
     Selected,
+    affinity_code,
     filter_code,
     select,
 )
@@ -103,6 +105,15 @@ class Limits:
     """Weights of the tenants' fair shares; a tenant not named weighs 1."""
     tenant_residency: Mapping[str, Residency] = field(default_factory=dict)
     """Where each tenant's dispatches may be served (data residency); not named: anywhere."""
+    lease_spread: float = 1.0
+    """The share of a pair's sustained lease ceiling filled before the walk moves on while the
+    pool has room elsewhere (`Facts.spread`)."""
+    lease_probe: int | None = None
+    """The live leases a pair nothing is known of is filled to while the pool has room
+    elsewhere (`Facts.probe`); None: no such bound."""
+    lease_prior_requests_per_s: float | None = None
+    """The requests per second a lease of a pair never measured is assumed to send when no
+    pair of the pool was measured either (`lease_ceiling.default_prior`); None: no prior."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +144,7 @@ reads what a one-account mint reads); each further read doubles what the walk ha
 async def live_facts(deps: MintDeps, candidates: Sequence[Candidate]) -> Facts:
     """Live facts for all these candidates: their health, their lease counts, the overlay."""
     now = deps.clock.now()
-    facts = await _chunk_facts(deps, candidates, _empty_facts(deps, now), now)
+    facts = await _chunk_facts(deps, candidates, _empty_facts(deps, now, candidates), now)
     admin_states, admin_revision = await admin_view(deps.overlay)
     return replace(facts, admin_states=admin_states, admin_revision=admin_revision)
 
@@ -154,7 +165,9 @@ class LazyFacts:
         self._start = start
         self._read_to = start
         self._now = now
-        self.facts = _empty_facts(deps, now)
+        self.facts = _empty_facts(deps, now, candidates)
+        self._past_bounds: Literal["spread", "probe"] | None = None
+        """Which advisory bound the last selection placed past (nobody had room), if any."""
 
     @classmethod
     async def read(
@@ -182,18 +195,57 @@ class LazyFacts:
     ) -> Selected | NoneEligible:
         """`routing.selection.select` over every candidate, reading more only while needed;
         `position` is at or after the start this was read from."""
+        self._past_bounds = None
         while True:
             outcome = select(self._candidates[: self._read_to], self.facts, position, passed_over)
-            if isinstance(outcome, Selected) or self._read_to >= len(self._candidates):
+            if isinstance(outcome, Selected):
                 return outcome
+            if self._read_to >= len(self._candidates):
+                return self._past_probes(outcome, position, passed_over)
             await self._read_more()
 
-    async def eligible(self, candidate: Candidate) -> bool:
-        """Whether this one candidate passes every filter now, reading its facts first when
-        the walk has not (an affinity's account, wherever it stands in the pool)."""
+    def _past_probes(
+        self, outcome: NoneEligible, position: int, passed_over: tuple[PassOver, ...]
+    ) -> Selected | NoneEligible:
+        """Nobody has room under the advisory bounds. First past the spreading share (in pool
+        order, up to the whole ceilings); else, when only probes stand in the way, onto the
+        probed account holding the fewest leases (unbounded: concurrent overflow may land on
+        one account, but is never refused for the probe's sake); otherwise the refusal
+        stands."""
+        unbounded = self.facts.unbounded()
+        again = select(self._candidates, unbounded, position, passed_over)
+        if isinstance(again, Selected):
+            self._past_bounds = "spread"
+            return again
+        unprobed = replace(unbounded, probe=None)
+        probed = [
+            c
+            for c in self._candidates[self._start :]  # a lost race moved `position` past one
+            if self.facts.probe_of(c) is not None and filter_code(c, unprobed) is None
+        ]
+        if not probed:
+            return outcome
+        held = self.facts.leases_held
+        chosen = min(probed, key=lambda c: (held.get(c.account.id, 0), c.position))
+        self._past_bounds = "probe"
+        skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
+        return Selected(chosen, skipped)
+
+    def ceiling(self, candidate: Candidate) -> int | None:
+        """The ceiling the reservation holds the selected candidate to: the advisory bounds'
+        unless the walk placed past them."""
+        if self._past_bounds == "probe":
+            return candidate.account.lease_capacity  # probed: none is set
+        facts = self.facts.unbounded() if self._past_bounds == "spread" else self.facts
+        return facts.ceiling(candidate)
+
+    async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
+        """Why the affinity's account cannot take the mint (None: it can;
+        `routing.selection.affinity_code`), reading its facts first when the walk has not
+        (it may stand anywhere in the pool)."""
         if not self._start <= candidate.position < self._read_to:
             self.facts = await _chunk_facts(self._deps, [candidate], self.facts, self._now)
-        return filter_code(candidate, self.facts) is None
+        return affinity_code(candidate, self.facts, wait_s)
 
     def mark_full(self, candidate: Candidate) -> None:
         """The reservation found this account at its ceiling: the walk passes over it."""
@@ -214,9 +266,23 @@ class LazyFacts:
         self._read_to += len(chunk)
 
 
-def _empty_facts(deps: MintDeps, now: datetime) -> Facts:
+def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate]) -> Facts:
+    """No account's facts yet; the measured lease rates and the pool's prior."""
     rates = deps.lease_rates.current() if deps.lease_rates is not None else {}
-    return Facts(now=now.timestamp(), lease_rates=rates)
+    wanted = deps.limits.lease_prior_requests_per_s
+    default = None if wanted is None else default_prior(wanted)
+    pool = {(c.account.id, c.served_model) for c in candidates}
+    prior = prior_rate((rate for pair, rate in rates.items() if pair in pool), default)
+    return Facts(
+        now=now.timestamp(),
+        lease_rates=rates,
+        prior=prior,
+        probe=deps.limits.lease_probe,
+        unstated=frozenset(
+            c.account.id for c in candidates if not kind_named(c.account.provider).states_quota
+        ),
+        spread=deps.limits.lease_spread,
+    )
 
 
 async def _chunk_facts(
@@ -255,10 +321,11 @@ def _declared(candidates: Sequence[Candidate], now: float) -> dict[Pair, Quota]:
 
 
 def _ceilinged(candidate: Candidate, facts: Facts) -> bool:
-    """Whether selection needs the account's lease count: it has an operator's ceiling or a
-    learned quota (whose sustained ceiling counts leases)."""
+    """Whether selection needs the account's lease count: it has an operator's ceiling, a
+    learned quota (whose sustained ceiling counts leases), or a probe."""
     pair = (candidate.account.id, candidate.served_model)
-    return candidate.account.lease_capacity is not None or pair in facts.quotas
+    probed = facts.probe_of(candidate) is not None
+    return candidate.account.lease_capacity is not None or pair in facts.quotas or probed
 
 
 async def admin_view(overlay: OverlayVerdict) -> tuple[dict[str, AdminState], int]:

@@ -6,8 +6,12 @@ background, the requests and tokens the evidence rows of the last interval sent 
 and the pair's live leases now. The interval's lease-seconds are the mean of the live leases at
 its two ends times its length; requests and tokens over lease-seconds are one sample, folded
 into a moving average (`routing.lease_ceiling.smoothed`). A pair with no lease live at either end
-keeps its average. Mints read `current()`: no I/O on the mint's path. Replicas measure the same
-rows, so they agree closely without coordinating. A failed read is logged and skipped.
+keeps its average. A pair's first sample is folded into the prior (`prior`: the default
+per-lease spend), not taken alone: leases minted during the interval, whose first answers
+had not come back when it ended, would otherwise make a first sample far below the spend, and
+the ceiling it sets far too high. Mints read `current()`: no I/O on the mint's path. Replicas
+measure the same rows, so they agree closely without coordinating. A failed read is logged
+and skipped.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ class LeaseRateMeter:
         *,
         every_s: float,
         alpha: float = DEFAULT_ALPHA,
+        prior: LeaseRate | None = None,
     ) -> None:
+        self._prior = prior
         self._store = store
         self._accounts = tuple(account_ids)
         self._clock = clock
@@ -77,7 +83,7 @@ class LeaseRateMeter:
                 spend.refused if spend else 0,
             )
             if sample is not None:
-                rates[pair] = smoothed(rates.get(pair), sample, self._alpha)
+                rates[pair] = smoothed(rates.get(pair, self._prior), sample, self._alpha)
         self._rates = rates
 
     def start(self) -> None:

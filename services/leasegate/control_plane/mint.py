@@ -36,7 +36,12 @@ from leasegate.control_plane.decision import (
 from leasegate.control_plane.deps import LazyFacts, Limits, MintDeps
 from leasegate.control_plane.hops import authorise_hop
 from leasegate.control_plane.idempotency import fingerprint, replay
-from leasegate.control_plane.placement import affinity_candidate, fair_share_refusal
+from leasegate.control_plane.placement import (
+    AFFINITY_WAIT_S,
+    affinity_candidate,
+    fair_share_refusal,
+    with_miss,
+)
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.residency import mint_residency
 from leasegate.control_plane.views import mint_view
@@ -165,13 +170,19 @@ async def _walk(
     passed_over: tuple[PassOver, ...] = ()
     redecisions = 0
     follow, shared = affine, False
+    miss: PassOver | None = None
     while True:
         with step("mint.selection"):
-            hit = follow is not None and await live.eligible(follow)
+            hit = False
+            if follow is not None:
+                code = await live.affinity_code(follow, AFFINITY_WAIT_S)
+                hit = code is None
+                if code is not None:
+                    miss, follow = PassOver(follow.account.id, code), None
             outcome: Selected | NoneEligible = (
                 Selected(follow, ())
                 if hit and follow is not None
-                else await live.select(position, passed_over)
+                else with_miss(await live.select(position, passed_over), miss)
             )
         if isinstance(outcome, NoneEligible):
             return await _no_eligible(deps, body, start, outcome)
@@ -182,7 +193,8 @@ async def _walk(
                 return Refusal(start, over_share)
         chosen = outcome.candidate
         try:
-            ceiling = live.facts.ceiling(chosen)
+            # an affinity may fill its account to the whole ceiling (`affinity_code`)
+            ceiling = live.facts.unbounded().ceiling(chosen) if hit else live.ceiling(chosen)
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
                 return await _commit(
                     deps,
@@ -213,7 +225,7 @@ async def _walk(
         except LeaseCapacityExhausted:
             if hit:  # the affinity's account filled meanwhile: the ordered walk, past it
                 live.mark_full(chosen)
-                follow = None
+                miss, follow = PassOver(chosen.account.id, _full_code(chosen, ceiling)), None
                 continue
             # past the end of the candidates, the walk answers NoneEligible with these
             full = PassOver(chosen.account.id, _full_code(chosen, ceiling))

@@ -26,6 +26,7 @@ from leasegate.control_plane.throttle import FailedAuthThrottle
 from leasegate.control_plane.usage import UsageDeps
 from leasegate.core.clock import Clock
 from leasegate.db.audit import AuditRepository
+from leasegate.routing.lease_ceiling import default_prior
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.wiring import Stores
@@ -69,6 +70,7 @@ class ControlRuntime:
             [a.id for a in self.registry.accounts],
             self.clock,
             every_s=self.settings.lease_rate_interval_s,
+            prior=default_prior(self.settings.lease_prior_requests_per_s),
         )
         self.overlay = AdminOverlay(
             AuditRepository(self.stores.database),
@@ -138,6 +140,9 @@ class ControlRuntime:
                 fair_share_window_s=settings.fair_share_window_s,
                 tenant_shares=settings.tenant_shares,
                 tenant_residency=residency_of(settings.tenant_residency),
+                lease_prior_requests_per_s=settings.lease_prior_requests_per_s,
+                lease_probe=settings.lease_probe_leases,
+                lease_spread=settings.lease_spread_share,
             ),
             spend=self.totals,
             quota=self.stores.quota,

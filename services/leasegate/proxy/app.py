@@ -70,7 +70,7 @@ def build_proxy_runtime(
         ),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
-        quota=QuotaView(stores.quota, config.registry, clock),
+        quota=QuotaView(stores.quota, config.registry, clock, news=stores.health_fanout),
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(
             stores.durable,

@@ -16,6 +16,16 @@ after it and still unanswered hold is spent again from them: the provider had no
 those yet. A statement read from the store is treated the same way for the requests this
 proxy admitted after it was observed.
 
+Quota news: when an answer leaves a pair without room for a request like it (its headers say
+so), or a rate-limit 429 holds it, the statement is also published at once on the health news
+channel (`QuotaNewsBus`, in a task of its own: no request waits for it), and every other
+proxy's view takes it in as it takes a refresh, so they refuse the pair before sending instead
+of learning it from the provider's 429 or the next refresh.
+
+A pair that answers without any rate-limit header (and of which nothing is known) is written
+to the store as an empty statement, once a minute: the mints then know it has answered and
+states nothing, and stop probing it (docs/capacity.md); the views ignore it.
+
 Declared limits are not shared: each proxy counts what it sends against them, so N proxies
 behind one declared-only account may send up to N times its declared rate (the provider's
 own 429s then hold the pair, which every proxy does hear of).
@@ -27,13 +37,13 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from leasegate.accounts import Registry
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
-from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension, QuotaStore
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension, QuotaNewsBus, QuotaStore
 from leasegate.providers import Usage
 from leasegate.routing.quota import (
     Estimate,
@@ -55,6 +65,9 @@ Pair = tuple[str, str]
 
 _SYSTEM_RANDOM = random.SystemRandom()
 
+SILENT_EVERY_S = 60.0
+"""How often the store is told again that a pair answers without rate-limit headers (an
+empty statement: the mints' probe lifts for it; the store forgets it after its retention)."""
 IN_FLIGHT_MAX_S = 900.0
 """A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
 after this long, so the view cannot leak room."""
@@ -78,8 +91,13 @@ class QuotaView:
         flush_s: float = 0.25,
         refresh_s: float = 1.0,
         rng: Callable[[], float] = _SYSTEM_RANDOM.random,
+        news: QuotaNewsBus | None = None,
     ) -> None:
         self.store = store
+        self._bus = news
+        self._news: dict[Pair, Quota] = {}
+        """Statements of exhausted pairs waiting to be published (one batch per loop turn)."""
+        self._publishing: asyncio.Task[None] | None = None
         self._clock = clock
         self._flush_s = flush_s
         self._refresh_s = refresh_s
@@ -89,6 +107,7 @@ class QuotaView:
             for account in registry.accounts
             for model in dict.fromkeys(account.models.values())
         ]
+        self._known = frozenset(self._pairs)
         now = clock.now().timestamp()
         self._local: dict[Pair, Quota] = {}
         self._defaults: dict[Pair, int] = {}
@@ -105,6 +124,8 @@ class QuotaView:
         self._seq = 0
         self._taken_seq: dict[Pair, int] = {}
         """The admission order of the request whose answer's headers the view last took."""
+        self._silent: dict[Pair, float] = {}
+        """When the store was last told a pair answers without rate-limit headers."""
         self._task: asyncio.Task[None] | None = None
 
     # -- the request path (no await) ------------------------------------------------------
@@ -178,11 +199,19 @@ class QuotaView:
                 return  # older than what the view holds: a later request's answer came first
             self._taken_seq[pair] = seq
             behind = self._behind(pair, seq)
-            self._dirty[pair] = learned(held, account_id, model, buckets, now)
+            statement = learned(held, account_id, model, buckets, now)
+            self._dirty[pair] = statement
             self._local[pair] = learned_behind(held, account_id, model, buckets, behind, now)
             self._stated_at[pair] = now
+            like = entry.cost if entry is not None else cost
+            if room_at(statement, like or Estimate(0, 0), now) is not None:
+                self._announce(statement)
         elif cost is not None and held is not None:
             self._local[pair] = reconciled(held, cost, usage.input_tokens, usage.output_tokens, now)
+        elif held is None and now - self._silent.get(pair, float("-inf")) >= SILENT_EVERY_S:
+            # answered, saying nothing of its quota: the mints' probe need not wait for it
+            self._silent[pair] = now
+            self._dirty.setdefault(pair, Quota(account_id, model, {}, "headers", now))
 
     def unsent(
         self, account_id: str, model: str, cost: Estimate, now: float, ref: str | None = None
@@ -210,11 +239,23 @@ class QuotaView:
         quota = rate_limit_hold(self._local.get(pair), account_id, model, buckets, until, now)
         self._local[pair] = self._dirty[pair] = quota
         self._stated_at[pair] = now
+        self._announce(quota)
         return until
+
+    def _announce(self, quota: Quota) -> None:
+        """Publish this statement soon (the loop's next turn), with any others of the turn."""
+        if self._bus is None:
+            return
+        self._news[(quota.account_id, quota.model)] = quota
+        if self._publishing is None or self._publishing.done():
+            with contextlib.suppress(RuntimeError):  # no loop running: the next flush sends it
+                self._publishing = asyncio.get_running_loop().create_task(self._publish())
 
     # -- sharing, off the request path ----------------------------------------------------
 
     async def start(self) -> None:
+        if self._bus is not None:
+            self._bus.on_quota(self._heard)
         await self.refresh()
         self._task = asyncio.create_task(self._run())
 
@@ -224,6 +265,8 @@ class QuotaView:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._publishing is not None:
+            await asyncio.gather(self._publishing, return_exceptions=True)
         await self.flush()
 
     async def _run(self) -> None:
@@ -236,8 +279,25 @@ class QuotaView:
                 next_refresh = 0.0
                 await self.refresh()
 
+    async def _publish(self) -> None:
+        while self._bus is not None and self._news:  # news heard while publishing goes next
+            batch, self._news = self._news, {}
+            try:
+                await self._bus.publish_quota(list(batch.values()))
+            except StoreError as exc:
+                log.warning("quota news not published", extra={"error": exc.reason})
+                return
+
+    def _heard(self, quotas: Sequence[Quota]) -> None:
+        """Quota news from another proxy: taken as a refresh takes the store's."""
+        for quota in quotas:
+            if (quota.account_id, quota.model) in self._known:
+                self._take(quota)
+
     async def flush(self) -> None:
-        """Write what this proxy learned since the last flush, in one batch."""
+        """Write what this proxy learned since the last flush, in one batch (and publish any
+        news left unpublished)."""
+        await self._publish()
         self._drop_lost(self._clock.now().timestamp())
         if not self._dirty:
             return
@@ -256,16 +316,22 @@ class QuotaView:
         except StoreError as exc:
             log.warning("quota view not refreshed", extra={"error": exc.reason})
             return
-        for pair, quota in found.items():
-            if quota.observed_at <= self._stated_at.get(pair, float("-inf")):
-                continue
-            held = self._local.get(pair)
-            mine = self._in_flight.get(pair, {}).values()
-            behind = total(e.cost for e in mine if e.admitted_at > quota.observed_at)
-            self._local[pair] = learned_behind(
-                held, quota.account_id, quota.model, quota.buckets, behind, quota.observed_at
-            )
-            self._stated_at[pair] = quota.observed_at
+        for quota in found.values():
+            self._take(quota)
+
+    def _take(self, quota: Quota) -> None:
+        """Another proxy's statement, where it is newer than what this view holds, less what
+        this proxy admitted after it was observed and is still in flight."""
+        pair = (quota.account_id, quota.model)
+        if not quota.buckets or quota.observed_at <= self._stated_at.get(pair, float("-inf")):
+            return  # an empty statement (answers without headers) holds nothing here
+        held = self._local.get(pair)
+        mine = self._in_flight.get(pair, {}).values()
+        behind = total(e.cost for e in mine if e.admitted_at > quota.observed_at)
+        self._local[pair] = learned_behind(
+            held, quota.account_id, quota.model, quota.buckets, behind, quota.observed_at
+        )
+        self._stated_at[pair] = quota.observed_at
 
     def _drop_lost(self, now: float) -> None:
         for pair, held in list(self._in_flight.items()):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasegate.core.ports.quota import Bucket, QuotaDimension
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.providers import kind_named
 from leasegate.providers.ratelimits import (
     MAX_RESET_S,
@@ -102,6 +102,23 @@ def test_anthropic_headers_read_against_the_answers_own_date() -> None:
         "input-tokens": Bucket(40000, 39000, NOW + 2.0),
         "output-tokens": Bucket(8000, 8000, None),
     }
+
+
+def test_anthropics_tokens_headers_mirror_the_tighter_bucket_and_are_left_out_beside_them() -> None:
+    """An account with room for a request of 2,000 input and 200 output tokens: `tokens`
+    repeats the output bucket (the tighter), which would refuse 2,200 tokens as a sum."""
+    headers = {
+        "anthropic-ratelimit-input-tokens-limit": "60000",
+        "anthropic-ratelimit-input-tokens-remaining": "30000",
+        "anthropic-ratelimit-output-tokens-limit": "12000",
+        "anthropic-ratelimit-output-tokens-remaining": "1000",
+        "anthropic-ratelimit-tokens-limit": "12000",
+        "anthropic-ratelimit-tokens-remaining": "1000",
+    }
+    found = anthropic_buckets(headers, NOW)
+    assert set(found) == {"input-tokens", "output-tokens"}
+    quota = Quota("a", "m", found, "headers", NOW)
+    assert quota.room_at(1, 2_200, NOW, input_tokens=2_000, output_tokens=200) is None
 
 
 def test_anthropic_without_a_date_uses_our_clock_and_a_past_reset_means_full() -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from leasegate.core.observation import Classification
+from leasegate.core.ports.quota import QuotaNewsBus
 
 TransitionKind = Literal["cooldown-started", "cooldown-ended", "circuit-opened", "circuit-closed"]
 
@@ -152,8 +153,9 @@ OnHealthReset = Callable[[], None]
 """Called when the subscription (re)connects: news may have been missed."""
 
 
-class HealthFanout(Protocol):
-    """Health news from every proxy to every proxy (fire and forget)."""
+class HealthFanout(QuotaNewsBus, Protocol):
+    """Health news from every proxy to every proxy (fire and forget); the same channel
+    carries the quota news (`QuotaNewsBus`)."""
 
     async def publish(self, news: Sequence[HealthNews]) -> None: ...
 

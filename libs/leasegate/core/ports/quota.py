@@ -19,7 +19,7 @@ Unknown means "admit": the gateway refuses only on what it knows. Pure: no I/O, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -154,3 +154,19 @@ class QuotaStore(Protocol):
 
     async def aclose(self) -> None:
         """Release what the store owns."""
+
+
+OnQuotaNews = Callable[[Sequence[Quota]], None]
+
+
+class QuotaNewsBus(Protocol):
+    """Quota news between proxies: a proxy that finds a pair exhausted (a rate-limit 429, or
+    an answer whose headers leave no room for a request like it) tells every proxy at once,
+    with the statement itself. Carried on the health news channel (fire and forget); what
+    is missed is read from the `QuotaStore` at the next refresh anyway."""
+
+    async def publish_quota(self, quotas: Sequence[Quota]) -> None: ...
+
+    def on_quota(self, deliver: OnQuotaNews) -> None:
+        """Deliver the quota news heard from now on to `deliver`, on the subscription the
+        health view starts (`HealthFanout.subscribe`)."""
