@@ -1,12 +1,16 @@
-"""Responses that relay the upstream's answer and then end the attempt exactly once.
+"""ASGI apps that relay the upstream's answer and end the request: each makes one `Ended`
+(proxy/request.py) and calls `ProxyRuntime.finish` once, whatever happened.
 
-`StreamRelay` passes SSE events through unchanged as they complete; a scanner watches them
-for usage, error events and the end-of-answer marker without re-encoding anything, and drops
-a data event that is not valid JSON (counted in `malformed_chunks`, logged once per request)
-unless the account sets `pass_malformed_events`, which relays every byte as it arrives. A
-client that goes away is noticed by a watcher on `receive`, which cancels the relay; the
-upstream response is closed and the attempt finished under a shield, whatever ended the
-stream.
+`BufferedRelay` reads the answer whole and hands `finish` the sending of it, so a qualifying
+failure's row is written before the caller sees it. `StreamRelay` passes SSE events through
+unchanged as they complete; a scanner watches them for usage, error events and the
+end-of-answer marker without re-encoding anything, and drops a data event that is not valid
+JSON (counted in `malformed_chunks`, logged once per request) unless the account sets
+`pass_malformed_events`, which relays every byte as it arrives. A client that goes away is
+heard as Starlette's streaming response hears it: a task listening for `http.disconnect`
+cancels the scope the relay runs in; the upstream response is closed and the request
+finished whatever ended the stream (a stream that fails ends its request at the failure,
+before the caller sees it).
 
 A stream's usage is what its cost and budgets count: when the proxy asked the upstream for it
 (`Wire.ask_usage`) the event that carries it is left out of what the caller receives; a caller
@@ -26,21 +30,22 @@ import asyncio
 import contextlib
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 import anyio
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.observation import Observation
+from leasegate.core.ports.quota import Bucket, QuotaDimension
 from leasegate.core.records import KeyRecord
-from leasegate.providers import Endpoint, Usage
+from leasegate.providers import Usage
 from leasegate.providers.estimate import settled_usage
 from leasegate.providers.ratelimits import rate_limit_wait_s
-from leasegate.proxy.attempt import Attempt
+from leasegate.proxy.request import NO_USAGE, Admission, Ended
 from leasegate.proxy.runtime import ProxyRuntime
-from leasegate.routing.classify import classify
 from leasegate.routing.quota import learned, ratelimit_fields
 from leasegate.upstream.clients import UpstreamResponse
 from leasegate.upstream.deadlines import BodyReader, Deadlines
@@ -83,10 +88,15 @@ def refusal_response(
 
 
 def _response_headers(
-    runtime: ProxyRuntime, attempt: Attempt, upstream: UpstreamResponse
+    runtime: ProxyRuntime,
+    admission: Admission,
+    upstream: UpstreamResponse,
+    buckets: Mapping[QuotaDimension, Bucket],
+    hold: float | None,
 ) -> list[tuple[bytes, bytes]]:
-    passed = attempt.relayed_headers  # its kind's
-    hold = attempt.quota_hold_until
+    """`hold`: the pair's rate-limit hold this answer set (epoch seconds; None: none)."""
+    account = admission.account
+    passed = () if account is None else account.kind.relayed_headers  # its kind's
     if hold is not None and (
         "retry-after" in upstream.headers or "retry-after-ms" in upstream.headers
     ):
@@ -103,27 +113,31 @@ def _response_headers(
         wait = max(0.0, hold - runtime.clock.now().timestamp())
         headers.append((b"retry-after", retry_after_header(wait).encode()))
         headers.append((b"retry-after-ms", str(math.ceil(wait * 1000)).encode()))
-    if attempt.key is not None:
-        headers.extend(_ratelimit_headers(runtime, attempt, attempt.key))
+    key = admission.key
+    if key is not None:
+        headers.extend(_ratelimit_headers(runtime, key, buckets, held=hold is not None))
     headers.extend(
-        (k.encode(), v.encode())
-        for k, v in leasegate_headers(attempt.request_id, attempt.key).items()
+        (k.encode(), v.encode()) for k, v in leasegate_headers(admission.request_id, key).items()
     )
     return headers
 
 
 def _ratelimit_headers(
-    runtime: ProxyRuntime, attempt: Attempt, key: KeyRecord
+    runtime: ProxyRuntime,
+    key: KeyRecord,
+    buckets: Mapping[QuotaDimension, Bucket],
+    *,
+    held: bool,
 ) -> list[tuple[bytes, bytes]]:
     """`RateLimit-Policy` / `RateLimit` for the key's account and model: the view, with this
     answer's own rate-limit headers over it (the view may not have heard them yet)."""
     quota = runtime.quota.quota(key.account_id, key.served_model)
-    if quota is None and not attempt.quota_buckets:
+    if quota is None and not buckets:
         return []
     now = runtime.clock.now().timestamp()
-    if attempt.quota_buckets and attempt.quota_hold_until is None:
+    if buckets and not held:
         # this answer's own statement is the freshest (the view may not have heard it yet)
-        quota = learned(quota, key.account_id, key.served_model, attempt.quota_buckets, now)
+        quota = learned(quota, key.account_id, key.served_model, buckets, now)
     if quota is None or (fields := ratelimit_fields(quota, now)) is None:
         return []
     policy, state = fields
@@ -133,27 +147,45 @@ def _ratelimit_headers(
     return found
 
 
-class _Relay(Response):
-    """An upstream answer on its way to the client; the subclass decides how it is relayed
-    and ends the attempt exactly once."""
+class _Relay:
+    """An ASGI app relaying an upstream answer to the caller; it ends its request: one call
+    of `ProxyRuntime.finish`, whatever happens."""
+
+    __slots__ = ("_admission", "_buckets", "_deadlines", "_first_byte", "_runtime", "_upstream")
 
     def __init__(
         self,
         runtime: ProxyRuntime,
-        attempt: Attempt,
-        endpoint: Endpoint,
+        admission: Admission,
         upstream: UpstreamResponse,
         deadlines: Deadlines,
+        first_byte_mono: float,
+        buckets: Mapping[QuotaDimension, Bucket],
     ) -> None:
         self._runtime = runtime
-        self._attempt = attempt
-        self._endpoint = endpoint
+        self._admission = admission
         self._upstream = upstream
         self._deadlines = deadlines
+        self._first_byte = first_byte_mono
+        self._buckets = buckets
+
+    def _ended(
+        self, observation: Observation, usage: Usage = NO_USAGE, malformed: int = 0
+    ) -> Ended:
+        return Ended(
+            observation,
+            self._upstream.status,
+            self._first_byte,
+            self._buckets,
+            usage,
+            malformed,
+        )
 
 
 class BufferedRelay(_Relay):
     """A non-streaming answer (or any error status): read whole, parsed for usage, sent."""
+
+    __slots__ = ()
 
     async def _read(self) -> bytes:
         reader = BodyReader(self._upstream.content, self._deadlines)
@@ -166,105 +198,128 @@ class BufferedRelay(_Relay):
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
-        observation = Observation("client-abort")
+        runtime, admission, upstream = self._runtime, self._admission, self._upstream
         try:
-            error: GatewayError | None = None
-            try:
-                body = upstream.error_payload(await self._read())
-            except UpstreamError as exc:
-                observation = stream_failure(exc, upstream.status)
-                error = (
-                    GatewayError("upstream-timeout", "the upstream stopped answering")
-                    if isinstance(exc, UpstreamStalled)
-                    else GatewayError("upstream-unreachable", "the upstream connection failed")
-                )
-            else:
-                wire = self._endpoint.wire
-                observation = response_observation(
-                    upstream.status, upstream.headers, body, wire=wire
-                )
-                if upstream.status == 429:
-                    now = runtime.clock.now().timestamp()
-                    wait = rate_limit_wait_s(upstream.headers, attempt.quota_buckets, now)
-                    observation = replace(observation, rate_limit_wait_s=wait)
-                if upstream.is_success:
-                    attempt.usage = wire.usage_from_body(body)
-            if qualifies(observation, attempt):
-                # the row is durable before the caller can cite it in a hop
-                await _close_and_finish(runtime, attempt, upstream, observation)
-            await runtime.release_slot(attempt)
+            ended, body, error = await self._take()
+        except BaseException:
+            # cancelled while reading (a shutdown): still one row
+            upstream.close()
+            await runtime.finish(admission, self._ended(Observation("client-abort")))
+            raise
+        upstream.close()
+
+        async def answer(hold: float | None) -> None:
             if error is not None:
-                await refusal_response(error, attempt.request_id, attempt.key)(scope, receive, send)
+                refusal = refusal_response(error, admission.request_id, admission.key)
+                await refusal(scope, receive, send)
                 return
-            headers = _response_headers(runtime, attempt, upstream)
+            headers = _response_headers(runtime, admission, upstream, self._buckets, hold)
             headers.append((b"content-length", str(len(body)).encode()))
-            if observation.context_length and attempt.key is not None:
-                if fallback := runtime.registry.context_fallback(attempt.key.model):
+            if ended.observation.context_length and (key := admission.key) is not None:
+                if fallback := runtime.registry.context_fallback(key.model):
                     # where Dispatch may hop now: the one hop that changes model
                     headers.append((CONTEXT_FALLBACK_HEADER, fallback.encode()))
             await send(
                 {"type": "http.response.start", "status": upstream.status, "headers": headers}
             )
             await send({"type": "http.response.body", "body": body})
-        finally:
-            await _close_and_finish(runtime, attempt, upstream, observation)
+
+        await runtime.finish(admission, ended, answer)
+
+    async def _take(self) -> tuple[Ended, bytes, GatewayError | None]:
+        """The whole answer: how it ended, its body, and the refusal the caller gets instead
+        when the body could not be read."""
+        upstream = self._upstream
+        try:
+            body = upstream.error_payload(await self._read())
+        except UpstreamError as exc:
+            error = (
+                GatewayError("upstream-timeout", "the upstream stopped answering")
+                if isinstance(exc, UpstreamStalled)
+                else GatewayError("upstream-unreachable", "the upstream connection failed")
+            )
+            return self._ended(stream_failure(exc, upstream.status)), b"", error
+        wire = self._admission.endpoint.wire
+        observation = response_observation(upstream.status, upstream.headers, body, wire=wire)
+        if upstream.status == 429:
+            now = self._runtime.clock.now().timestamp()
+            wait = rate_limit_wait_s(upstream.headers, self._buckets, now)
+            observation = replace(observation, rate_limit_wait_s=wait)
+        usage = wire.usage_from_body(body) if upstream.is_success else NO_USAGE
+        return self._ended(observation, usage), body, None
 
 
 class StreamRelay(_Relay):
-    """A 2xx SSE stream passed through chunk by chunk."""
+    """A 2xx SSE stream passed through chunk by chunk. It hears the caller go away as
+    Starlette's streaming response does: a task listening for `http.disconnect` cancels the
+    scope the relay runs in."""
+
+    __slots__ = ("_finished",)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        runtime, attempt, upstream = self._runtime, self._attempt, self._upstream
-        account = runtime.registry.account(attempt.key.account_id) if attempt.key else None
+        runtime, admission, upstream = self._runtime, self._admission, self._upstream
+        account = admission.account
         drop = account is None or not account.pass_malformed_events
-        strip = attempt.strip_usage
-        scanner = StreamScanner(self._endpoint.wire, drop_malformed=drop, strip_usage_only=strip)
+        wire = admission.endpoint.wire
+        scanner = StreamScanner(wire, drop_malformed=drop, strip_usage_only=admission.strip_usage)
         observation = Observation("client-abort", status=upstream.status)
-        task = asyncio.current_task()
-        watcher = asyncio.create_task(_cancel_on_disconnect(receive, task))
+        self._finished = False
+        gone = False
         try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": upstream.status,
-                    "headers": _response_headers(runtime, attempt, upstream),
-                }
-            )
-            observation = await self._pump(scanner, send)
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except asyncio.CancelledError:
-            if task is None or not watcher.done() or task.cancelling() > 1:
-                # not the watcher's doing: the server cancels what is left after the drain
+            try:
+                with anyio.CancelScope() as relaying:
+                    listener = asyncio.create_task(_hear_disconnect(receive, relaying))
+                    try:
+                        await send(
+                            {
+                                "type": "http.response.start",
+                                "status": upstream.status,
+                                "headers": _response_headers(
+                                    runtime, admission, upstream, self._buckets, None
+                                ),
+                            }
+                        )
+                        observation = await self._pump(scanner, send)
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    finally:
+                        listener.cancel()
+                gone = relaying.cancelled_caught
+            except OSError:
+                gone = True  # the client's socket went away mid-send: a client abort
+            except asyncio.CancelledError:
+                # not the listener's doing: the server cancels what is left after the drain
                 observation = Observation("gateway-shutdown", status=upstream.status)
                 await self._end_with_error(send, "gateway-shutdown", SHUTDOWN_MESSAGE)
                 raise
-            task.uncancel()
-            await self._read_on(scanner)
-        except OSError:
-            # the client's socket went away mid-send: a client abort
-            await self._read_on(scanner)
+            if gone:
+                await self._read_on(scanner)
         finally:
-            watcher.cancel()
-            if not attempt.finished:
-                attempt.usage = self._usage(scanner)
-                attempt.malformed_chunks = scanner.malformed
+            upstream.close()
             if drop and scanner.malformed:
                 log.warning(
                     "malformed stream events dropped",
                     extra={
-                        "request_id": attempt.request_id,
+                        "request_id": admission.request_id,
                         "account_id": account.id if account else None,
                         "dropped": scanner.malformed,
                     },
                 )
-            await _close_and_finish(runtime, attempt, upstream, observation)
+            if not self._finished:
+                await runtime.finish(admission, self._stream_ended(scanner, observation))
+
+    def _stream_ended(self, scanner: StreamScanner, observation: Observation) -> Ended:
+        """How the stream ended, charged its reported usage, else an estimate."""
+        usage = scanner.usage
+        admission = self._admission
+        if admission.endpoint.completion:
+            usage = settled_usage(usage, admission.body_bytes, scanner.text_chars)
+        return self._ended(observation, usage, scanner.malformed)
 
     async def _pump(self, scanner: StreamScanner, send: Send) -> Observation:
         """Relay until the upstream ends, stalls or fails; returns how it ended."""
         status = self._upstream.status
         reader = BodyReader(self._upstream.content, self._deadlines)
-        trace = self._attempt.trace
+        trace = self._admission.trace
         try:
             while (
                 chunk := await reader.next(awaiting_first_token=not scanner.answering)
@@ -326,21 +381,12 @@ class StreamRelay(_Relay):
         finally:
             reader.close()
 
-    def _usage(self, scanner: StreamScanner) -> Usage:
-        """What the attempt is charged: the stream's reported usage, else an estimate."""
-        if not self._endpoint.completion:
-            return scanner.usage
-        return settled_usage(scanner.usage, self._attempt.body_bytes, scanner.text_chars)
-
     async def _finish_first(self, scanner: StreamScanner, observation: Observation) -> None:
-        """End the attempt now if this failure qualifies for a hop: its row is then durable
-        before the caller sees the failure. Shielded: a disconnect must not lose the row."""
-        if not qualifies(observation, self._attempt):
-            return
-        self._attempt.usage = self._usage(scanner)
-        self._attempt.malformed_chunks = scanner.malformed
-        with anyio.CancelScope(shield=True):
-            await self._runtime.finish(self._attempt, observation)
+        """The stream failed (an error event, a stall, a cut): the request ends now, so its
+        row (a failure of the stream qualifies, routing/classify.py) is durable before the
+        caller sees the failure; what the stream still relays changes nothing of it."""
+        self._finished = True
+        await self._runtime.finish(self._admission, self._stream_ended(scanner, observation))
 
     async def _end_with_error(self, send: Send, code: str, message: str) -> None:
         """Append an error event and end the body, best effort and briefly: the caller's
@@ -356,30 +402,14 @@ class StreamRelay(_Relay):
             await send({"type": "http.response.body", "body": rest, "more_body": True})
 
     async def _append_error(self, send: Send, code: str, message: str) -> None:
-        event = self._endpoint.wire.error_event(code, message)
+        event = self._admission.endpoint.wire.error_event(code, message)
         await send({"type": "http.response.body", "body": event, "more_body": True})
 
 
-def qualifies(observation: Observation, attempt: Attempt) -> bool:
-    return classify(observation, attempt.errors).qualifying
-
-
-async def _close_and_finish(
-    runtime: ProxyRuntime, attempt: Attempt, upstream: UpstreamResponse, observation: Observation
-) -> None:
-    """Shielded from the cancellation that a client abort is; the attempt is finished (its
-    slot given back) even if closing the upstream response raises."""
-    with anyio.CancelScope(shield=True):
-        try:
-            upstream.close()
-        finally:
-            await runtime.finish(attempt, observation)
-
-
-async def _cancel_on_disconnect(receive: Receive, task: asyncio.Task[object] | None) -> None:
+async def _hear_disconnect(receive: Receive, relaying: anyio.CancelScope) -> None:
+    """Cancels `relaying` when the caller goes away."""
     while True:
         message: Message = await receive()
         if message["type"] == "http.disconnect":
-            if task is not None:
-                task.cancel()
+            relaying.cancel()
             return

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+
+import anyio
 
 from leasegate.accounts import Registry
 from leasegate.config import Settings
 from leasegate.core.clock import Clock
-from leasegate.core.observation import Classification, Observation
+from leasegate.core.observation import Classification
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.health import HealthTransition
 from leasegate.core.records import EvidenceRow, KeyRecord
 from leasegate.kv.slot_keeper import SlotKeeper
-from leasegate.proxy.attempt import Attempt
 from leasegate.proxy.evidence import EvidenceSink
 from leasegate.proxy.health_view import HealthView
 from leasegate.proxy.keys import KeyResolver
 from leasegate.proxy.metrics import ProxyMetrics
 from leasegate.proxy.quota_view import QuotaView
+from leasegate.proxy.request import Admission, Ended, evidence_row
 from leasegate.proxy.spend import SpendGate
 from leasegate.routing.classify import classify
 from leasegate.routing.quota import RATE_LIMIT_WAIT_S
@@ -31,6 +33,12 @@ if TYPE_CHECKING:
     from leasegate.proxy.spans import RequestTrace, RequestTracer
 
 log = logging.getLogger("leasegate.proxy")
+
+Answer = Callable[[float | None], Awaitable[None]]
+"""Sends the caller its answer, given the pair's rate-limit hold (epoch seconds; None: none)."""
+
+Recorded = tuple[EvidenceRow, float | None]
+"""An ended request's row, and the pair's rate-limit hold if its answer set one."""
 
 
 class InFlight:
@@ -71,105 +79,140 @@ class ProxyRuntime:
     """Set at wiring when tracing is on; None: no request makes a span."""
     in_flight: InFlight = field(default_factory=lambda: InFlight(0))
 
-    async def release_slot(self, attempt: Attempt) -> None:
-        """Give back the attempt's request slot, if it holds one. Safe to call repeatedly."""
-        account_id, attempt.slot_account = attempt.slot_account, None
-        if account_id is not None:
-            await self.slots.release(account_id, attempt.request_id)
-
-    def finish(self, attempt: Attempt, observation: Observation) -> Awaitable[object]:
-        """The one way a request ends: slot back, health fed, one evidence row queued (a
-        qualifying failure's row written before this returns). Only the first call counts.
-        Await it. (A plain function handing back the right coroutine: an untraced request
-        pays no extra frame for tracing.)"""
-        if attempt.finished:
-            return self.release_slot(attempt)
-        attempt.finished = True
-        if attempt.trace is None:
-            return self._end(attempt, observation)
-        return self._end_traced(attempt.trace, attempt, observation)
-
-    async def _end_traced(
-        self, trace: RequestTrace, attempt: Attempt, observation: Observation
+    async def finish(
+        self, admission: Admission, ended: Ended, answer: Answer | None = None
     ) -> None:
+        """The one way a request ends, called once per request: its request slot back, its
+        observation classified (here and nowhere else), one evidence row queued, metrics, the
+        quota view, spend and health fed. `answer` (a buffered relay's) sends the caller its
+        answer, given the pair's rate-limit hold (epoch seconds; None: none): a qualifying
+        failure's row is written (and the view told of a rate limit) before it runs, so a hop
+        may cite the row as soon as the caller knows; any other row is queued after it. The
+        recording is shielded from cancellation (a client gone, a shutdown)."""
+        classification = classify(ended.observation, admission.errors)
+        if answer is not None and not classification.qualifying:
+            await self._answer_first(admission, ended, classification, answer)
+            return
+        with anyio.CancelScope(shield=True):
+            _, hold = await self._end(admission, ended, classification)
+        if answer is not None:
+            await answer(hold)
+
+    async def _answer_first(
+        self, admission: Admission, ended: Ended, classification: Classification, answer: Answer
+    ) -> None:
+        if (account_id := admission.slot) is not None:
+            # back before the caller has its answer, so its next request finds the slot free
+            with anyio.CancelScope(shield=True):
+                await self.slots.release(account_id, admission.request_id)
+            admission = replace(admission, slot=None)
+        try:
+            await answer(None)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._end(admission, ended, classification)
+
+    def _end(
+        self, admission: Admission, ended: Ended, classification: Classification
+    ) -> Awaitable[Recorded]:
+        """Record the ended request: its row, and the pair's rate-limit hold if it set one. (A
+        plain function handing back the right coroutine: an untraced request pays no extra
+        frame for tracing.)"""
+        if admission.trace is None:
+            return self._record(admission, ended, classification)
+        return self._record_traced(admission.trace, admission, ended, classification)
+
+    async def _record_traced(
+        self,
+        trace: RequestTrace,
+        admission: Admission,
+        ended: Ended,
+        classification: Classification,
+    ) -> Recorded:
         with trace.step("proxy.finish"):
-            row = await self._end(attempt, observation)
-        trace.end(row)
+            recorded = await self._record(admission, ended, classification)
+        trace.end(recorded[0])
+        return recorded
 
     def _learn_quota(
-        self,
-        attempt: Attempt,
-        key: KeyRecord,
-        observation: Observation,
-        classification: Classification,
-    ) -> None:
-        """What the answer said of the pair's quota, into the local view (no store call)."""
+        self, admission: Admission, ended: Ended, key: KeyRecord, classification: Classification
+    ) -> float | None:
+        """What the answer said of the pair's quota, into the local view (no store call);
+        returns the pair's hold when the answer was a rate limit."""
         account_id, model = key.account_id, key.served_model
+        observation, cost = ended.observation, admission.quota_cost
         now = self.clock.now().timestamp()
         if classification.rate_limited:
             wait = observation.rate_limit_wait_s
-            attempt.quota_hold_until = self.quota.rate_limited(
+            return self.quota.rate_limited(
                 account_id,
                 model,
-                attempt.quota_buckets,
+                ended.quota_buckets,
                 RATE_LIMIT_WAIT_S if wait is None else min(wait, self.settings.max_cooldown_s),
                 now,
-                attempt.request_id,
+                admission.request_id,
             )
-        elif (
-            attempt.upstream_status is None
-            and attempt.quota_cost is not None
-            and observation.kind == "refused"
-        ):
-            self.quota.unsent(account_id, model, attempt.quota_cost, now, attempt.request_id)
+        if ended.status is None and cost is not None and observation.kind == "refused":
+            self.quota.unsent(account_id, model, cost, now, admission.request_id)
         else:  # answered, or gone without an answer (its estimate stays spent)
             self.quota.answered(
                 account_id,
                 model,
-                attempt.quota_buckets,
-                attempt.quota_cost,
-                attempt.usage,
+                ended.quota_buckets,
+                cost,
+                ended.usage,
                 now,
-                attempt.request_id,
+                admission.request_id,
             )
+        return None
 
-    async def _end(self, attempt: Attempt, observation: Observation) -> EvidenceRow:
-        await self.release_slot(attempt)
-        classification = classify(observation, attempt.errors)
-        ended = self.clock.monotonic()
-        cost = self.spend.cost(attempt.key, attempt.usage)
-        row = attempt.evidence(observation, classification, ended, cost)
+    async def _record(
+        self,
+        admission: Admission,
+        ended: Ended,
+        classification: Classification,
+    ) -> Recorded:
+        key, usage, trace = admission.key, ended.usage, admission.trace
+        if (account_id := admission.slot) is not None:
+            await self.slots.release(account_id, admission.request_id)
+        cost = self.spend.cost(key, usage)
+        row = evidence_row(admission, ended, classification, self.clock.monotonic(), cost)
         if classification.qualifying:
             await self.evidence.add_durable(row)  # a hop may cite it as soon as the caller knows
         else:
             self.evidence.add(row)
-        if attempt.trace is not None:
-            attempt.trace.evidence(durable=classification.qualifying)
+        if trace is not None:
+            trace.evidence(durable=classification.qualifying)
         self.metrics.observe(row)
-        key = attempt.key
+        hold = None
         if key is not None:
-            self._learn_quota(attempt, key, observation, classification)
+            hold = self._learn_quota(admission, ended, key, classification)
         try:
-            await self.spend.record(key, attempt.usage, cost, attempt.started_at)
+            await self.spend.record(key, usage, cost, admission.started_at)
         except StoreError as exc:
             # the row (with its tokens and cost) is queued either way; the running total misses it
             log.error("spend record failed", extra={"error": exc.reason})
         signal = classification.health_scope is not None or classification.resets_streak
-        if key is None or not attempt.feeds_health or not signal:
-            return row
+        if key is not None and admission.endpoint.completion and signal:
+            await self._record_health(admission, ended, key, classification)
+        return row, hold
+
+    async def _record_health(
+        self, admission: Admission, ended: Ended, key: KeyRecord, classification: Classification
+    ) -> None:
+        """Health is fed by a completion endpoint's requests only (see Endpoint.completion)."""
         try:
             transitions: list[HealthTransition] = await self.health.record(
                 key.account_id,
                 key.served_model,
                 classification,
-                observation.retry_after_s,
+                ended.observation.retry_after_s,
                 self.clock.now().timestamp(),
-                trial=attempt.health_trial,
+                trial=admission.trial,
             )
         except StoreError as exc:
             # The row is queued either way; only this request's health signal is lost.
             log.error("health record failed", extra={"error": exc.reason})
-            return row
+            return
         log_transitions(transitions)
         self.metrics.health_transitions(transitions)
-        return row

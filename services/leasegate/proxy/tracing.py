@@ -1,13 +1,13 @@
 """A proxied request's spans, and the W3C trace headers an account may receive.
 
 Tracing is decided once, at wiring: without `OTEL_EXPORTER_OTLP_ENDPOINT` the runtime has no
-`RequestTracer` (`ProxyRuntime.tracer` is None) and `Attempt.trace` stays None, so the request
+`RequestTracer` (`ProxyRuntime.tracer` is None) and `Admission.trace` stays None, so the request
 path makes no span, reads no context and builds nothing per request. With it, each proxied
 request that presented a key gets a `proxy.request` span, child of the framework's server span
 (itself the child of the caller's `traceparent`), ended when the request ends
 (`ProxyRuntime.finish`), with its steps as child spans:
 
-    proxy.admit     key resolution, the key's account and endpoint
+    proxy.admit     key resolution (the cache, else the database)
     proxy.health    the health store's admission (cooldowns, open circuits, trials)
     proxy.slot      the account's request slot (accounts with a request ceiling only)
     proxy.upstream  a client span: from sending to the upstream's status line and headers
