@@ -74,7 +74,7 @@ def install_control_plane(
             accounts=config.registry,
         )
     )
-    install_console(app, runtime)
+    install_console(app, runtime.console)
     install_openapi(app)
 
 

@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 from leasegate.accounts import Candidate, Registry
 from leasegate.audit import ChainVerdict, held_while_corrupt
+from leasegate.audit.reads import ChainSnapshot
 from leasegate.capacity.fair_share import Saturation
 from leasegate.core.clock import Clock, new_id
 from leasegate.core.errors import PassOver
@@ -77,6 +78,14 @@ class OverlayReads(Protocol):
 
     async def verdict(self) -> ChainVerdict:
         """The verified overlay, from the cache while the chain's head is unchanged."""
+        ...
+
+
+class OverlayRecords(Protocol):
+    """The part of `AdminOverlay` a page showing the chain's records reads (the console)."""
+
+    async def read_full(self) -> tuple[ChainVerdict, ChainSnapshot]:
+        """The verdict and the records it was folded from, read from the chain now."""
         ...
 
 

@@ -3,10 +3,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Protocol
+
 from leasegate.control_plane.decision import Asked, Chosen, Start, decision_of
-from leasegate.control_plane.deps import MintDeps, announce_revoked, live_facts
+from leasegate.control_plane.deps import (
+    MintDeps,
+    RevocationPublisher,
+    announce_revoked,
+    live_facts,
+)
 from leasegate.control_plane.mint import key_of, key_ttl
 from leasegate.control_plane.views import key_view, mint_view
+from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.storage import (
     AdminStateMoved,
@@ -14,13 +23,35 @@ from leasegate.core.ports.storage import (
     KeyNotLive,
     LeaseCapacityExhausted,
 )
-from leasegate.core.records import REVOKED, KeyRecord, MintDecision
+from leasegate.core.records import REVOKED, KeyRecord, MintDecision, RevokeReason
 from leasegate.keys import new_key
 from leasegate.routing.selection import filter_code
 from leasegate.wire import KeyInfo, MintAnswer
 
 
-async def revoke(deps: MintDeps, key_id: str) -> None:
+class KeyRevoker(Protocol):
+    """The store's single revoke seam (`LeaseStore.revoke_key`)."""
+
+    async def revoke_key(
+        self, key_id: str, reason: RevokeReason, now: datetime
+    ) -> tuple[KeyRecord | None, bool]: ...
+
+
+class Revoking(Protocol):
+    """What ending a key uses: the clock, the store's revoke seam and the revocation bus.
+    `MintDeps` has them (the API's route); the console is handed the same object as this."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def store(self) -> KeyRevoker: ...
+
+    @property
+    def revocations(self) -> RevocationPublisher: ...
+
+
+async def revoke(deps: Revoking, key_id: str) -> None:
     now = deps.clock.now()
     record, _ended_now = await deps.store.revoke_key(key_id, REVOKED, now)
     if record is None:

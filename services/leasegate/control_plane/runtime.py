@@ -1,7 +1,8 @@
 """The control plane's composition root: every collaborator, built once per process from the
 settings, the registry and the stores, and each router's own dependency object
-(`routes.ControlDeps`) built from them. Only this module and `app` reach the concrete stores
-(`leasegate.db`, the `Stores` of `leasegate.web.wiring`); everything else is handed ports."""
+(`routes.ControlDeps`, the console's `console.deps.ConsoleDeps`) built from them. Only this
+module and `app` reach the concrete stores (`leasegate.db`, the `Stores` of
+`leasegate.web.wiring`); everything else is handed ports."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from leasegate.config import Settings
 from leasegate.control_plane.accounts import AccountsDeps
 from leasegate.control_plane.admin import AdminDeps
 from leasegate.control_plane.callers import Callers
+from leasegate.control_plane.console.deps import ConsoleDeps, SessionDeps
 from leasegate.control_plane.deps import Limits, MintDeps
 from leasegate.control_plane.lease_rates import LeaseRateMeter
 from leasegate.control_plane.mint_metrics import MintMetrics
@@ -26,6 +28,7 @@ from leasegate.control_plane.throttle import FailedAuthThrottle
 from leasegate.control_plane.usage import UsageDeps
 from leasegate.core.clock import Clock
 from leasegate.db.audit import AuditRepository
+from leasegate.db.browse import BrowseRepository
 from leasegate.routing.lease_ceiling import default_prior
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
@@ -62,6 +65,8 @@ class ControlRuntime:
     admin: AdminDeps = field(init=False)
     routes: ControlDeps = field(init=False)
     """What `routes.control_router` is built from."""
+    console: ConsoleDeps = field(init=False)
+    """What the console's pages are built from (`console.routes.install_console`)."""
 
     def __post_init__(self) -> None:
         store = self.stores.store
@@ -112,6 +117,7 @@ class ControlRuntime:
         self.admin = AdminDeps(
             self.callers, self.overlay, self.registry, self.stores.revocations, self.accounts
         )
+        tenants = TenantDeps(self.callers, self.overlay, self.reconciler, self.tenant_reads)
         self.routes = ControlDeps(
             callers=self.callers,
             mint=self.services,
@@ -120,7 +126,30 @@ class ControlRuntime:
             accounts=self.accounts,
             admin=self.admin,
             usage=UsageDeps(store, self.clock, self.registry.currency),
-            tenants=TenantDeps(self.callers, self.overlay, self.reconciler, self.tenant_reads),
+            tenants=tenants,
+        )
+        self.console = self._console_deps(tenants)
+
+    def _console_deps(self, tenants: TenantDeps) -> ConsoleDeps:
+        settings = self.settings
+        return ConsoleDeps(
+            sessions=SessionDeps(
+                callers=self.callers,
+                open_sessions=self.stores.console_sessions,
+                secret=settings.console_secret,
+                ttl_s=float(settings.console_session_ttl_s),
+            ),
+            clock=self.clock,
+            registry=self.registry,
+            accounts=self.accounts,
+            overlay=self.overlay,
+            admin=self.admin,
+            tenants=tenants,
+            usage=self.stores.store,
+            records=self.stores.store,
+            browse=BrowseRepository(self.stores.database),
+            witness=self.stores.witness,
+            revoker=self.services,
         )
 
     def _mint_deps(self) -> MintDeps:

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from leasegate.control_plane import keys
+from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.session import csrf_matches
 from leasegate.control_plane.console.web import (
     ConsoleAuth,
@@ -23,10 +24,9 @@ from leasegate.control_plane.console.web import (
     read_only,
     unknown_filter,
 )
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.errors import GatewayError
 from leasegate.core.ids import DISPATCH_PART_PATTERN, RECORD_ID
-from leasegate.core.ports.browse import Browse
+from leasegate.core.ports.storage import KeyReader
 from leasegate.core.records import KeyRecord
 
 log = logging.getLogger("leasegate.console")
@@ -35,7 +35,7 @@ _TENANT = re.compile(DISPATCH_PART_PATTERN)
 KEY_ROWS = 200
 
 
-def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> APIRouter:
+def key_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/keys")
@@ -43,11 +43,11 @@ def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> API
         request: Request, tenant: str = "", account: str = "", revoked: str = ""
     ) -> Response:
         session = await auth.session(request)
-        accounts = [a.id for a in runtime.registry.accounts]
+        accounts = [a.id for a in deps.registry.accounts]
         if (tenant and not _TENANT.fullmatch(tenant)) or account not in ("", *accounts):
             return unknown_filter(request, session, "Tenant: letters, digits, ._:/@-.")
-        found = await browse.live_keys(
-            runtime.clock.now(),
+        found = await deps.browse.live_keys(
+            deps.clock.now(),
             tenant=tenant or None,
             account_id=account or None,
             limit=KEY_ROWS,
@@ -58,7 +58,7 @@ def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> API
             "limit": KEY_ROWS,
             "accounts": accounts,
             "filters": {"tenant": tenant, "account": account},
-            "revoked": await _ended(runtime, revoked),
+            "revoked": await _ended(deps.records, revoked),
         }
         return page(request, "keys.html", context, session=session)
 
@@ -74,7 +74,7 @@ def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> API
         if not RECORD_ID.fullmatch(key_id):
             return message(request, session, 400, "Not done", "No such key.")
         try:
-            await keys.revoke(runtime.services, key_id)
+            await keys.revoke(deps.revoker, key_id)
         except GatewayError as error:
             return message(request, session, error.status, "Not done", error.message)
         log.info("console key revoked", extra={"key_id": key_id, "actor": session.name})
@@ -85,9 +85,9 @@ def key_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> API
     return router
 
 
-async def _ended(runtime: ControlRuntime, key_id: str) -> KeyRecord | None:
+async def _ended(records: KeyReader, key_id: str) -> KeyRecord | None:
     """The key the page says was revoked: only one that has indeed ended."""
     if not RECORD_ID.fullmatch(key_id):
         return None
-    key = await runtime.stores.store.get_key(key_id)
+    key = await records.get_key(key_id)
     return key if key is not None and key.revoked_at is not None else None

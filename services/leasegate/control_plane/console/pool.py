@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from leasegate.audit import AuditRecord
-from leasegate.control_plane.accounts import accounts_view
-from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.accounts import AccountsDeps, accounts_view
+from leasegate.control_plane.deps import OverlayRecords
 
 CellState = Literal["healthy", "cooling", "circuit-open"]
 
@@ -100,13 +100,14 @@ def last_change(records: Sequence[AuditRecord]) -> dict[str, AuditRecord]:
     return latest
 
 
-async def pool_view(runtime: ControlRuntime) -> PoolView:
-    view = (await accounts_view(runtime.accounts)).model_dump(mode="json")  # as the API serves it
-    _, snapshot = await runtime.overlay.read_full()
+async def pool_view(accounts: AccountsDeps, overlay: OverlayRecords) -> PoolView:
+    """The grid of `accounts`' registry and the chain's records, as the Pool page draws it."""
+    view = (await accounts_view(accounts)).model_dump(mode="json")  # as the API serves it
+    _, snapshot = await overlay.read_full()
     changes = last_change(snapshot.records)
     models: list[str] = []
     rows: list[Row] = []
-    for account, entry in zip(runtime.registry.accounts, view["accounts"], strict=True):
+    for account, entry in zip(accounts.registry.accounts, view["accounts"], strict=True):
         served = list(dict.fromkeys(account.models.values()))
         models.extend(m for m in served if m not in models)
         rows.append(_row(entry, served, changes.get(account.id)))

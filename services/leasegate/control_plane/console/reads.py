@@ -12,13 +12,12 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from leasegate.control_plane.console.deps import ConsoleDeps, ConsoleRecords
 from leasegate.control_plane.console.web import ConsoleAuth, page
 from leasegate.control_plane.decisions import dispatch_decisions
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.views import evidence_view
-from leasegate.core.clock import iso
+from leasegate.core.clock import Clock, iso
 from leasegate.core.ids import DISPATCH_PART_PATTERN
-from leasegate.core.ports.browse import Browse
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.witness import Witness
 from leasegate.core.records import RENEWED, REVOKED, DecisionOutcome, KeyRecord, Outcome
@@ -62,7 +61,7 @@ def key_life(key: KeyRecord, now: datetime) -> list[LifeEvent]:
     return events
 
 
-def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> APIRouter:
+def read_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/dispatches")
@@ -77,7 +76,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> AP
         session = await auth.session(request)
         if decision and _ID.fullmatch(decision):
             # an evidence row's decision id: its dispatch's whole chain
-            found = await runtime.stores.store.get_decision(decision)
+            found = await deps.records.get_decision(decision)
             if found is not None:
                 tenant = found.tenant
                 dispatch_id = found.dispatch_id
@@ -98,7 +97,7 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> AP
             if not (_ID.fullmatch(tenant) and _ID.fullmatch(dispatch_id)):
                 context["error"] = "Give both a tenant and a dispatch id (letters, digits, ._:/@-)."
                 return page(request, "dispatches.html", context, session=session, status=400)
-            context["chain"] = await _chain(runtime, tenant, dispatch_id)
+            context["chain"] = await dispatch_chain(deps.records, deps.clock, tenant, dispatch_id)
             return page(request, "dispatches.html", context, session=session)
         if (
             (tenant and not _ID.fullmatch(tenant))
@@ -110,8 +109,8 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> AP
                 "._:/@-)."
             )
             return page(request, "dispatches.html", context, session=session, status=400)
-        now = runtime.clock.now()
-        context["recent"] = await browse.recent_dispatches(
+        now = deps.clock.now()
+        context["recent"] = await deps.browse.recent_dispatches(
             now - WINDOWS[filters["within"]],
             now + timedelta(microseconds=1),
             tenant=tenant or None,
@@ -125,11 +124,9 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> AP
         request: Request, account: str = "", model: str = "", outcome: str = "", within: str = ""
     ) -> Response:
         session = await auth.session(request)
-        store = runtime.stores.store
-        accounts = [a.id for a in runtime.registry.accounts]
-        models = list(
-            dict.fromkeys(m for a in runtime.registry.accounts for m in a.models.values())
-        )
+        store = deps.records
+        accounts = [a.id for a in deps.registry.accounts]
+        models = list(dict.fromkeys(m for a in deps.registry.accounts for m in a.models.values()))
         # Only values the filters offer: anything else is an unknown filter, not a query.
         if (
             account not in ("", *accounts)
@@ -148,10 +145,10 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> AP
             account_id=account or None,
             served_model=model or None,
             outcome=outcome or None,
-            since=runtime.clock.now() - WINDOWS[within] if within else None,
+            since=deps.clock.now() - WINDOWS[within] if within else None,
             limit=_EVIDENCE_ROWS,
         )
-        now = runtime.clock.now()
+        now = deps.clock.now()
         counts = {
             window: await store.outcome_counts(now - timedelta(minutes=window))
             for window in (5, 60)
@@ -171,10 +168,10 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> AP
     @router.get("/audit")
     async def audit(request: Request) -> Response:
         session = await auth.session(request)
-        verdict, snapshot = await runtime.overlay.read_full()
+        verdict, snapshot = await deps.overlay.read_full()
         witness: Witness | None
         try:
-            witness = await runtime.stores.witness.read()
+            witness = await deps.witness.read()
             witness_error = None
         except StoreError as exc:
             witness, witness_error = None, exc.reason
@@ -190,13 +187,15 @@ def read_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> AP
     return router
 
 
-async def _chain(runtime: ControlRuntime, tenant: str, dispatch_id: str) -> list[dict[str, Any]]:
+async def dispatch_chain(
+    records: ConsoleRecords, clock: Clock, tenant: str, dispatch_id: str
+) -> list[dict[str, Any]]:
     """Each decision of the dispatch with its evidence rows and its key's life."""
-    found = await dispatch_decisions(runtime.stores.store, tenant, dispatch_id)
+    found = await dispatch_decisions(records, tenant, dispatch_id)
     decisions = [d.model_dump(mode="json") for d in found]  # as the API serves them
-    now = runtime.clock.now()
+    now = clock.now()
     for decision in decisions:
         key_id = decision["key_id"]
-        key = await runtime.stores.store.get_key(key_id) if key_id else None
+        key = await records.get_key(key_id) if key_id else None
         decision["key_life"] = key_life(key, now) if key is not None else []
     return decisions

@@ -17,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from leasegate.control_plane.admin import change_state
 from leasegate.control_plane.callers import client_address
+from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.keys import key_pages
 from leasegate.control_plane.console.pool import pool_view
 from leasegate.control_plane.console.reads import read_pages
@@ -40,11 +41,10 @@ from leasegate.control_plane.console.web import (
     read_only,
     to_sign_in,
 )
+from leasegate.control_plane.deps import OverlayRecords
 from leasegate.control_plane.overlay import StateChange
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.errors import GatewayError, retry_after_header
 from leasegate.core.ports.errors import StoreError
-from leasegate.db.browse import BrowseRepository
 
 log = logging.getLogger("leasegate.console")
 
@@ -53,9 +53,9 @@ STORE_DOWN_RETRY_S = 2.0
 RETIRE_WAIT_S = 3.0
 
 
-def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
+def install_console(app: FastAPI, deps: ConsoleDeps) -> None:
     """Serve the console at /console on this app (the control plane, or `leasegate dev`)."""
-    auth = ConsoleAuth(runtime)
+    auth = ConsoleAuth(deps.sessions)
 
     async def on_sign_in_required(_: Request, __: Exception) -> Response:
         return to_sign_in()
@@ -77,13 +77,12 @@ def install_console(app: FastAPI, runtime: ControlRuntime) -> None:
     _store_down_as_a_page(app)
     _retire_at_start_up(app, auth)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
-    app.include_router(_session_pages(runtime, auth))
-    app.include_router(_pool_pages(runtime, auth))
-    browse = BrowseRepository(runtime.stores.database)
-    app.include_router(read_pages(runtime, auth, browse))
-    app.include_router(spend_pages(runtime, auth))
-    app.include_router(key_pages(runtime, auth, browse))
-    app.include_router(traffic_pages(runtime, auth, browse))
+    app.include_router(_session_pages(auth))
+    app.include_router(_pool_pages(deps, auth))
+    app.include_router(read_pages(deps, auth))
+    app.include_router(spend_pages(deps, auth))
+    app.include_router(key_pages(deps, auth))
+    app.include_router(traffic_pages(deps, auth))
 
 
 def _store_down_as_a_page(app: FastAPI) -> None:
@@ -134,9 +133,10 @@ def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
     app.router.lifespan_context = lifespan
 
 
-def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
+def _session_pages(auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
-    throttle = runtime.failed_auth  # one budget with the API's bearer tokens
+    callers = auth.callers
+    throttle = callers.throttle  # one budget with the API's bearer tokens
 
     @router.get("")
     async def home() -> RedirectResponse:
@@ -149,18 +149,18 @@ def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     @router.post("/sign-in")
     async def sign_in(request: Request) -> Response:
         address = client_address(request)
-        when = runtime.clock.monotonic()
+        when = callers.clock.monotonic()
         if (wait_s := throttle.wait_s(address, when)) is not None:
             return _throttled(request, wait_s)
         token = (await form_fields(request)).get("token", "").strip()
         try:
-            caller = runtime.auth.authenticate(f"Bearer {token}")
+            caller = callers.auth.authenticate(f"Bearer {token}")
         except GatewayError:
             throttle.failed(address, when)
             error = "That token is not an operator or control token of this gateway."
             return page(request, "sign_in.html", {"error": error}, session=None, status=401)
         throttle.succeeded(address)
-        now = runtime.clock.now().timestamp()
+        now = callers.clock.now().timestamp()
         credential = auth.credential(caller.kind, caller.name)
         session = new_session(caller.kind, caller.name, credential, now, auth.ttl_s)
         await auth.open(session)
@@ -181,26 +181,26 @@ def _session_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
     return router
 
 
-def _pool_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
+def _pool_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/pool")
     async def pool(request: Request) -> Response:
         session = await auth.session(request)
-        view = await pool_view(runtime)
+        view = await pool_view(deps.accounts, deps.overlay)
         return page(request, "pool.html", {"pool": view, "nav": "pool"}, session=session)
 
     @router.get("/pool/grid")
     async def pool_grid(request: Request) -> Response:
         """The grid alone, polled by console.js every 2 s."""
         session = await auth.session(request)
-        view = await pool_view(runtime)
+        view = await pool_view(deps.accounts, deps.overlay)
         return page(request, "_grid.html", {"pool": view}, session=session)
 
     @router.get("/actions")
     async def actions(request: Request, done: int | None = None) -> Response:
         session = await auth.session(request)
-        view = await pool_view(runtime)
+        view = await pool_view(deps.accounts, deps.overlay)
         record = next((r for r in view.records if r.seq == done), None)
         context = {"pool": view, "nav": "actions", "done": record}
         return page(request, "actions.html", context, session=session)
@@ -213,13 +213,13 @@ def _pool_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             return csrf_refused(request, session)
         if not session.can_act:
             return read_only(request, session, "change an account")
-        return await _apply(request, runtime, session, fields)
+        return await _apply(request, deps, session, fields)
 
     return router
 
 
 async def _apply(
-    request: Request, runtime: ControlRuntime, session: Session, fields: dict[str, str]
+    request: Request, deps: ConsoleDeps, session: Session, fields: dict[str, str]
 ) -> Response:
     """Validate the form, then apply it as the session's operator (the token's name)."""
     account_id = fields.get("account", "")
@@ -227,7 +227,7 @@ async def _apply(
     reason = fields.get("reason", "").strip()
     revision = fields.get("revision", "")
     problem = None
-    if runtime.registry.account(account_id) is None:
+    if deps.registry.account(account_id) is None:
         problem = "No such account."
     elif state is None:
         problem = "Choose disable, drain or enable."
@@ -246,18 +246,18 @@ async def _apply(
         on_behalf_of=None,
     )
     try:
-        record, _ = await change_state(runtime.admin, change)
+        record, _ = await change_state(deps.admin, change)
     except GatewayError as error:
         if error.code != "revision-conflict":
             return message(request, session, error.status, "Not done", error.message)
-        return await _conflict(request, runtime, session, int(revision))
+        return await _conflict(request, deps.overlay, session, int(revision))
     return RedirectResponse(f"/console/actions?done={record.seq}", status_code=303)
 
 
 async def _conflict(
-    request: Request, runtime: ControlRuntime, session: Session, seen: int
+    request: Request, overlay: OverlayRecords, session: Session, seen: int
 ) -> Response:
-    verdict, snapshot = await runtime.overlay.read_full()
+    verdict, snapshot = await overlay.read_full()
     since = [r for r in snapshot.records if r.seq > seen]
     context = {"seen": seen, "current": verdict.revision, "changes": since, "nav": "actions"}
     return page(request, "conflict.html", context, session=session, status=409)

@@ -17,6 +17,7 @@ from starlette.responses import RedirectResponse, Response
 
 from leasegate.control_plane.budget_change import change_budget
 from leasegate.control_plane.console.charts import HEIGHT, WIDTH, bars
+from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.session import csrf_matches
 from leasegate.control_plane.console.web import (
     ConsoleAuth,
@@ -26,12 +27,11 @@ from leasegate.control_plane.console.web import (
     page,
     read_only,
 )
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.control_plane.tenant_views import budgets_view
 from leasegate.control_plane.usage import start_of_day, usage_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.ids import DISPATCH_PART_PATTERN
-from leasegate.core.ports.usage import Grouping
+from leasegate.core.ports.usage import Grouping, UsageReader
 from leasegate.wire import TenantBudgetBody
 
 _GROUPS: tuple[tuple[Grouping, str], ...] = (
@@ -43,13 +43,13 @@ _ROWS = 100
 _TENANT = re.compile(DISPATCH_PART_PATTERN)
 
 
-def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
+def spend_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/spend")
     async def spend(request: Request, done: int | None = None) -> Response:
         session = await auth.session(request)
-        now = runtime.clock.now()
+        now = deps.clock.now()
         end = now + timedelta(microseconds=1)
         day = start_of_day(now)
         month = day.replace(day=1)
@@ -59,20 +59,20 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
                 {
                     "key": grouping,
                     "label": label,
-                    "today": await _usage(runtime, day, end, grouping),
-                    "month": await _usage(runtime, month, end, grouping),
+                    "today": await _usage(deps.usage, day, end, grouping),
+                    "month": await _usage(deps.usage, month, end, grouping),
                 }
             )
-        per_day = await runtime.stores.store.usage(month, end, ("day",), limit=31)
+        per_day = await deps.usage.usage(month, end, ("day",), limit=31)
         points = [
             (str(g.keys["day"]), float(g.cost) if g.cost is not None else 0.0) for g in per_day
         ]
         tokens = [(str(g.keys["day"]), float(g.input_tokens + g.output_tokens)) for g in per_day]
         priced = any(g.cost is not None for g in per_day)
-        budgets = await budgets_view(runtime.tenant_reads)
+        budgets = await budgets_view(deps.tenants.reads)
         record = None
         if done is not None:
-            _, snapshot = await runtime.overlay.read_full()
+            _, snapshot = await deps.overlay.read_full()
             record = next((r for r in snapshot.records if r.seq == done), None)
         context = {
             "nav": "spend",
@@ -80,7 +80,7 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             "done": record,
             "tables": tables,
             "chart": bars(points if priced else tokens),
-            "chart_unit": runtime.registry.currency if priced else "tokens",
+            "chart_unit": deps.registry.currency if priced else "tokens",
             "chart_size": (WIDTH, HEIGHT),
             "today": day.date().isoformat(),
             "month": month.strftime("%Y-%m"),
@@ -102,7 +102,7 @@ def spend_pages(runtime: ControlRuntime, auth: ConsoleAuth) -> APIRouter:
             return message(request, session, 400, "Not done", problem)
         try:
             record = await change_budget(
-                runtime.overlay, runtime.reconciler, tenant, body, session.name
+                deps.tenants.overlay, deps.tenants.reconciler, tenant, body, session.name
             )
         except GatewayError as error:
             return message(request, session, error.status, "Not done", error.message)
@@ -135,7 +135,7 @@ def _problem(error: Any) -> str:
 
 
 async def _usage(
-    runtime: ControlRuntime, since: datetime, until: datetime, grouping: Grouping
+    usage: UsageReader, since: datetime, until: datetime, grouping: Grouping
 ) -> list[dict[str, Any]]:
-    found = await runtime.stores.store.usage(since, until, (grouping,), limit=_ROWS)
+    found = await usage.usage(since, until, (grouping,), limit=_ROWS)
     return [usage_view(group).model_dump(mode="json") for group in found]

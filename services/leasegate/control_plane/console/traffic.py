@@ -13,9 +13,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leasegate.control_plane.console.charts import HEIGHT, WIDTH, Bar, bars
+from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.web import ConsoleAuth, page, unknown_filter
-from leasegate.control_plane.runtime import ControlRuntime
-from leasegate.core.ports.browse import Browse, TrafficPoint
+from leasegate.core.ports.browse import TrafficPoint
 
 RANGES: dict[str, tuple[timedelta, int]] = {
     "15m": (timedelta(minutes=15), 30),
@@ -76,7 +76,7 @@ def account_traffic(
     return drawn
 
 
-def traffic_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) -> APIRouter:
+def traffic_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
     router = APIRouter(prefix="/console", include_in_schema=False)
 
     @router.get("/traffic")
@@ -85,11 +85,11 @@ def traffic_pages(runtime: ControlRuntime, auth: ConsoleAuth, browse: Browse) ->
         if within not in RANGES:
             return unknown_filter(request, session, "Time range: 15m, 1h or 24h.")
         span, bucket_s = RANGES[within]
-        until = runtime.clock.now() + timedelta(microseconds=1)
+        until = deps.clock.now() + timedelta(microseconds=1)
         since = until - span
         starts = bucket_starts(since, until, bucket_s)
-        points = await browse.traffic(starts[0], until, bucket_s, account_ids=())
-        accounts = [a.id for a in runtime.registry.accounts]
+        points = await deps.browse.traffic(starts[0], until, bucket_s, account_ids=())
+        accounts = [a.id for a in deps.registry.accounts]
         context = {
             "nav": "traffic",
             "charts": account_traffic(accounts, points, starts),

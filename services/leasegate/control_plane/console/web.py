@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from leasegate.control_plane.console.deps import SessionDeps
 from leasegate.control_plane.console.session import COOKIE_NAME, Session, seal, unseal
-from leasegate.control_plane.runtime import ControlRuntime
 from leasegate.core.ports.errors import StoreError
 
 log = logging.getLogger("leasegate.console")
@@ -57,8 +57,8 @@ class ConsoleAuth:
     """Signs and reads session cookies with the configured or a per-process secret, and keeps
     each session's life in the shared store of open sessions."""
 
-    def __init__(self, runtime: ControlRuntime) -> None:
-        configured = runtime.settings.console_secret
+    def __init__(self, deps: SessionDeps) -> None:
+        configured = deps.secret
         self.secret = (
             configured.get_secret_value().encode()
             if configured is not None
@@ -66,10 +66,12 @@ class ConsoleAuth:
         )
         self.shared_secret = configured is not None
         """Only a configured secret can have signed sessions another process holds."""
-        self.ttl_s = float(runtime.settings.console_session_ttl_s)
-        self._runtime = runtime
-        self._open = runtime.stores.console_sessions
-        self._credentials = runtime.auth.credentials(self.secret)
+        self.ttl_s = deps.ttl_s
+        self.callers = deps.callers
+        """The tokens a sign-in presents, their failed-authentication budget, the clock."""
+        self._clock = deps.callers.clock
+        self._open = deps.open_sessions
+        self._credentials = deps.callers.auth.credentials(self.secret)
 
     def credential(self, kind: str, name: str) -> str:
         return self._credentials[(kind, name)]
@@ -78,7 +80,7 @@ class ConsoleAuth:
         """The request's session, or SignInRequired. `acting`: the request changes something
         (a form), so a session store that cannot answer refuses it (SessionStoreDown); a page
         that only reads is then served on the cookie's signature alone."""
-        now = self._runtime.clock.now().timestamp()
+        now = self._clock.now().timestamp()
         session = unseal(request.cookies.get(COOKIE_NAME), self.secret, now)
         if session is None:
             raise SignInRequired
@@ -101,7 +103,7 @@ class ConsoleAuth:
         return session
 
     async def open(self, session: Session) -> None:
-        now = self._runtime.clock.now().timestamp()
+        now = self._clock.now().timestamp()
         try:
             await self._open.open(session.credential, session.session_id, session.expires_at, now)
         except StoreError as exc:
@@ -124,7 +126,7 @@ class ConsoleAuth:
         keep = set(self._credentials.values())
         while True:
             try:
-                retired = await self._open.retire(keep, self._runtime.clock.now().timestamp())
+                retired = await self._open.retire(keep, self._clock.now().timestamp())
             except StoreError as exc:
                 log.warning("console sessions not retired yet", extra={"error": exc.reason})
                 await asyncio.sleep(RETIRE_RETRY_S)
