@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from leasegate.accounts import DeclaredLimits
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.providers.estimate import tokens_for
+from leasegate.routing.lease_ceiling import refill_rate
 
 DEFAULT_OUTPUT_TOKENS = 256
 """The output estimate of a request that names no cap and whose model declares none."""
@@ -208,26 +209,12 @@ def requests_hold(bucket: Bucket | None, observed_at: float, until: float, now: 
     """A requests bucket that holds no request before `until` and one at `until`, refilling
     about as fast as `bucket` does (its limit kept) when that is known."""
     wait = until - now
-    rate = _refill_per_s(bucket, observed_at)
+    rate = None if bucket is None else refill_rate(bucket, observed_at)
     if bucket is None or bucket.limit is None or rate is None or wait <= 0:
         return Bucket(None, 0, until)
     debt = min(0, math.floor(1 - rate * wait))  # 1 - debt requests refill over the wait
     reset_at = now + (bucket.limit - debt) * wait / (1 - debt)
     return Bucket(bucket.limit, debt, reset_at)
-
-
-def _refill_per_s(bucket: Bucket | None, observed_at: float) -> float | None:
-    """Units per second a bucket refills at (`lease_ceiling.refill_rate`'s rule); None when
-    unknown."""
-    if bucket is None or bucket.limit is None:
-        return None
-    if bucket.window_s:
-        return bucket.limit / bucket.window_s
-    if bucket.reset_at is not None and bucket.remaining is not None:
-        span = bucket.reset_at - observed_at
-        if span > 0 and bucket.limit > bucket.remaining:
-            return (bucket.limit - bucket.remaining) / span
-    return None
 
 
 def declared_quota(account_id: str, model: str, limits: DeclaredLimits, now: float) -> Quota | None:

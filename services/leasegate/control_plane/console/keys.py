@@ -14,14 +14,11 @@ from starlette.responses import RedirectResponse, Response
 
 from leasegate.control_plane import keys
 from leasegate.control_plane.console.deps import ConsoleDeps
-from leasegate.control_plane.console.session import csrf_matches
 from leasegate.control_plane.console.web import (
     ConsoleAuth,
-    csrf_refused,
-    form_fields,
+    acting_form,
     message,
     page,
-    read_only,
     unknown_filter,
 )
 from leasegate.core.errors import GatewayError
@@ -64,12 +61,10 @@ def key_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
 
     @router.post("/keys/revoke")
     async def revoke(request: Request) -> Response:
-        session = await auth.session(request, acting=True)
-        fields = await form_fields(request)
-        if not csrf_matches(session, fields.get("csrf")):
-            return csrf_refused(request, session)
-        if not session.can_act:
-            return read_only(request, session, "revoke a key")
+        form = await acting_form(auth, request, "revoke a key")
+        if isinstance(form, Response):
+            return form
+        session, fields = form
         key_id = fields.get("key_id", "")
         if not RECORD_ID.fullmatch(key_id):
             return message(request, session, 400, "Not done", "No such key.")

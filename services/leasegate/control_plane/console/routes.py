@@ -34,11 +34,11 @@ from leasegate.control_plane.console.web import (
     ConsoleAuth,
     SessionStoreDown,
     SignInRequired,
+    acting_form,
     csrf_refused,
     form_fields,
     message,
     page,
-    read_only,
     to_sign_in,
 )
 from leasegate.control_plane.deps import OverlayRecords
@@ -207,12 +207,10 @@ def _pool_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
 
     @router.post("/actions")
     async def act(request: Request) -> Response:
-        session = await auth.session(request, acting=True)
-        fields = await form_fields(request)
-        if not csrf_matches(session, fields.get("csrf")):
-            return csrf_refused(request, session)
-        if not session.can_act:
-            return read_only(request, session, "change an account")
+        form = await acting_form(auth, request, "change an account")
+        if isinstance(form, Response):
+            return form
+        session, fields = form
         return await _apply(request, deps, session, fields)
 
     return router

@@ -18,14 +18,11 @@ from starlette.responses import RedirectResponse, Response
 from leasegate.control_plane.budget_change import change_budget
 from leasegate.control_plane.console.charts import HEIGHT, WIDTH, bars
 from leasegate.control_plane.console.deps import ConsoleDeps
-from leasegate.control_plane.console.session import csrf_matches
 from leasegate.control_plane.console.web import (
     ConsoleAuth,
-    csrf_refused,
-    form_fields,
+    acting_form,
     message,
     page,
-    read_only,
 )
 from leasegate.control_plane.tenant_views import budgets_view
 from leasegate.control_plane.usage import start_of_day, usage_view
@@ -89,12 +86,10 @@ def spend_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
 
     @router.post("/spend/budget")
     async def budget(request: Request) -> Response:
-        session = await auth.session(request, acting=True)
-        fields = await form_fields(request)
-        if not csrf_matches(session, fields.get("csrf")):
-            return csrf_refused(request, session)
-        if not session.can_act:
-            return read_only(request, session, "change a tenant budget")
+        form = await acting_form(auth, request, "change a tenant budget")
+        if isinstance(form, Response):
+            return form
+        session, fields = form
         tenant = fields.get("tenant", "").strip()
         body = budget_body(fields)
         if not _TENANT.fullmatch(tenant) or isinstance(body, str):

@@ -16,7 +16,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from leasegate.control_plane.console.deps import SessionDeps
-from leasegate.control_plane.console.session import COOKIE_NAME, Session, seal, unseal
+from leasegate.control_plane.console.session import (
+    COOKIE_NAME,
+    Session,
+    csrf_matches,
+    seal,
+    unseal,
+)
 from leasegate.core.ports.errors import StoreError
 
 log = logging.getLogger("leasegate.console")
@@ -211,3 +217,18 @@ async def form_fields(request: Request) -> dict[str, str]:
     except ValueError:
         return {}  # too many fields: no CSRF token either, so the form is refused
     return {name: values[0][:_MAX_FORM_FIELD] for name, values in parsed.items()}
+
+
+async def acting_form(
+    auth: ConsoleAuth, request: Request, what: str
+) -> tuple[Session, dict[str, str]] | HTMLResponse:
+    """A form that changes something: the session and the form's fields, or the page that
+    refuses it (a missing or wrong anti-forgery token: 403; a read-only session: 403, naming
+    `what` it may not do)."""
+    session = await auth.session(request, acting=True)
+    fields = await form_fields(request)
+    if not csrf_matches(session, fields.get("csrf")):
+        return csrf_refused(request, session)
+    if not session.can_act:
+        return read_only(request, session, what)
+    return session, fields
