@@ -26,11 +26,14 @@ lint: install
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_module_size.py
 
-# The in-process tests on two workers, a file per worker at a time; then the `slow` ones
-# (whole processes, timing across them) alone, so they never share the machine with a worker.
+# Everything not marked `serial` on two workers, a whole file per worker at a time (module
+# fixtures stay in one process); the files with `slow` tests (processes, a wheel build, 1 M-row
+# EXPLAINs) are collected first and `--no-loadscope-reorder` keeps them first, so the quick
+# files fill both workers' tails. Then the `serial` ones (they measure time across processes)
+# alone, so they never share the machine with a worker. docs/development.md, "Markers".
 test: install services lint
-	$(BIN)/pytest -q -n 2 --dist loadfile -m 'not slow'
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m 'not serial'
+	$(BIN)/pytest -q -m serial
 
 run: install
 	@DEMO_PORT=$(DEMO_PORT) scripts/run-demo $(HOST) $(PORT)

@@ -161,6 +161,7 @@ async def fail_on(gw: Gateway, model: str, dispatch_id: str, status: int) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.postgres
 async def test_each_alert_fires_on_a_gateway_driven_into_its_condition(tmp_path: Path) -> None:
     with own_redis(tmp_path / "redis") as redis:

@@ -26,7 +26,7 @@ from tests.fixtures.gateways import (
     in_process_gateway,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.asyncio(loop_scope="module")]
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [

@@ -453,6 +453,7 @@ async def test_health_scenario(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.redis
 @pytest.mark.parametrize("settings", [LONG, SHORT], ids=["long", "short"])
 async def test_health_scenarios_across_two_proxy_processes(

@@ -21,6 +21,7 @@ SETTINGS = {
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.postgres
 @pytest.mark.redis
 async def test_a_cooldown_opened_through_one_proxy_is_refused_by_the_other(

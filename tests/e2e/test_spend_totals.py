@@ -129,6 +129,7 @@ async def spend_both_budgets(gw: GatewayClient, tenant: str) -> tuple[dict[str, 
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 async def test_a_redis_restart_without_persistence_does_not_reopen_spent_budgets(
     tmp_path: Path,
 ) -> None:

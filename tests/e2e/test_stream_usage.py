@@ -40,7 +40,8 @@ PER_REQUEST = 16
 PRICES = {"input": "2.50", "output": "10.00", "cache_read": "1.25"}
 COST = (8 * Decimal("2.50") + 4 * Decimal("1.25") + 4 * Decimal("10.00")) / 10**6
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
-USAGE_DELAY_S = 1.0
+USAGE_DELAY_S = 2.0
+"""Ten grace periods of the past-grace case: a loaded machine must not deliver the usage in time."""
 
 
 @dataclass

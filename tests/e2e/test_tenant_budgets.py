@@ -120,6 +120,7 @@ async def two_proxies(tmp_path: Path) -> AsyncIterator[tuple[Deployment, Failing
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.postgres
 @pytest.mark.redis
 async def test_two_proxies_enforce_a_tenant_budget_and_a_dispatch_budget(tmp_path: Path) -> None:

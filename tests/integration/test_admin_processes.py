@@ -17,7 +17,7 @@ from tests.fixtures.processes import run_migrate, start_processes
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 CONTROL = {"Authorization": f"Bearer {CONTROL_TOKEN}"}

@@ -20,6 +20,7 @@ from tests.fixtures.processes import start_processes
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.serial,
     pytest.mark.postgres,
     pytest.mark.redis,
     pytest.mark.asyncio(loop_scope="module"),

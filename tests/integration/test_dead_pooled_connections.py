@@ -7,12 +7,14 @@ audit chain read by every mint, the accounts view, `/readyz`'s ping)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 
+from leasegate.audit.reads import ChainHead
 from leasegate.db.audit import AuditRepository
 from leasegate.db.engine import Database
 from leasegate.db.pg_pool import Deadlines, PgPool
@@ -178,27 +180,34 @@ async def test_an_engine_read_whose_backend_the_server_ends_is_read_again(
     db = Database.connect(migrated_pg_database, Deadlines(connect_s=3.0, command_s=10.0))
     database = migrated_pg_database.rsplit("/", 1)[1]
     locker = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, database=database)
+    read: asyncio.Task[ChainHead] | None = None
     try:
         holding = locker.transaction()
         await holding.start()
         await locker.execute("LOCK TABLE audit_records IN ACCESS EXCLUSIVE MODE")
         read = asyncio.create_task(AuditRepository(db).read_head())
-        await asyncio.sleep(1)
+        waiting = await _waiting_backend(locker, database)  # the read queued on the lock
         assert not read.done(), read.exception()
-        waiting = await _waiting_backend(locker, database)
         await locker.execute("SELECT pg_terminate_backend($1)", waiting)
         await asyncio.sleep(0.2)
         await holding.rollback()
         head = await read
     finally:
+        if read is not None and not read.done():  # a failed test leaves no connection behind
+            read.cancel()
+            await asyncio.gather(read, return_exceptions=True)
         await locker.close()
         await db.dispose()
     assert head.count == 0
 
 
 async def _waiting_backend(locker: asyncpg.Connection, database: str) -> int:
-    """The backend of `database` queued on a lock `locker` holds."""
-    for _ in range(200):
+    """The backend of `database` queued on a lock `locker` holds (polled: on a busy machine the
+    reader's first connection alone can take seconds)."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        # `locker` is inside its transaction, which would otherwise read one frozen snapshot
+        await locker.execute("SELECT pg_stat_clear_snapshot()")
         pid = await locker.fetchval(
             "SELECT pid FROM pg_stat_activity WHERE datname = $1 "
             "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",

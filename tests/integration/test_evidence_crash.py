@@ -18,7 +18,7 @@ from tests.fixtures.databases import PG_HOST, PG_PORT, PG_USER
 from tests.fixtures.faults import faulty_gateway
 from tests.fixtures.processes import start_processes
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.postgres]
 
 RATE = 40.0
 OUTAGE_S = 5.0

@@ -28,7 +28,7 @@ from tests.fixtures.services import (
     require_redis,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.postgres]
 
 
 async def _admin(statement: str) -> None:

@@ -23,7 +23,7 @@ from tests.fixtures.processes import start_processes
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import StoresEnv
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 async def test_sigterm_cuts_a_stream_within_the_drain_and_flushes_its_row(

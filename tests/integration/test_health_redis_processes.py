@@ -110,6 +110,7 @@ def _prober(url: str, prefix: str, start: Barrier, out: Queue[list[float]]) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.redis
 async def test_two_processes_let_one_trial_through_per_window(
     redis_url: str, redis_prefix: str

@@ -19,7 +19,7 @@ from tests.fixtures.processes import leasegate_process
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.postgres, pytest.mark.redis]
 
 DEADLINE_S = 1.0
 BODY_TOTAL_S = 2.0

@@ -21,7 +21,7 @@ from leasegate.core.clock import SystemClock
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.kv.slots_redis import RedisRequestSlots
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.serial]
 
 ACCOUNT = "shared-acct"
 CAPACITY = 5

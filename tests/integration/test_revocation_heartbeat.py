@@ -22,7 +22,7 @@ from tests.fixtures.relay import threaded_tcp_relay
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.postgres, pytest.mark.redis]
 
 BOUND_S = 2.5
 """What docs/operations.md states: a revoked key is refused by a proxy whose subscription

@@ -18,7 +18,7 @@ from tests.fixtures.processes import run_migrate, start_processes
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 @pytest.fixture(params=["redis", "redis-cluster"])

@@ -25,7 +25,7 @@ from tests.fixtures.faults import (
     timed,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.postgres, pytest.mark.redis]
 
 READYZ_WITHIN_S = 5.0
 RECOVER_WITHIN_S = 15.0

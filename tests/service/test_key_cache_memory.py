@@ -12,10 +12,11 @@ from leasegate.control_plane.mint import mint
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.records import KeyRecord
 from leasegate.keys import parse_key
-from leasegate.proxy.keys import RETAIN_S, KeyResolver
+from leasegate.proxy.keys import RETAIN_S, SWEEP_BATCH, KeyResolver
 from tests.fixtures.control import Control, body, control, view_field
 
-KEYS = 5_000
+KEYS = 4 * SWEEP_BATCH + 1
+"""Enough keys that emptying the cache and the deny list takes several sweeps' slices."""
 CACHE_TTL_S = 60.0
 KEY_TTL_S = 900
 
