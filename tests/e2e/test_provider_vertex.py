@@ -162,8 +162,9 @@ async def test_tokens_that_expire_during_a_run_are_refreshed_once_without_a_fail
     tmp_path: Path, stores_env: StoresEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tokens valid 225 s + 3 s: google-auth's refresh window (225 s) makes each due 3 s after
-    issue (1.5 s was shorter than a request's way to the mock on a loaded machine). Twenty concurrent requests share one token (one assertion); the run goes on
-    across several expiries; no request fails and the mock never sees an expired token."""
+    issue (1.5 s was shorter than a request's way to the mock on a loaded machine). Twenty
+    concurrent requests share one token (one assertion); the run goes on across several
+    expiries; no request fails and the mock never sees an expired token."""
     async with vertex_gateway(tmp_path, stores_env, monkeypatch, 228.0) as (gateway, mock):
         key = (await gateway.minted(model="claude-fleet", dispatch_id="d-vertex-5"))["key"]
         async with sdk(gateway, key) as client:
