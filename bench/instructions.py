@@ -41,6 +41,10 @@ TOKEN = secrets.token_urlsafe(24)
 BODY = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 512}]}
 
 
+# The helpers below repeat a few of bench.stack's on purpose: this file runs as a script with
+# an older build's interpreter, whose tree may hold a different (or no) bench.stack.
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:

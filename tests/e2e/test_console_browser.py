@@ -392,7 +392,8 @@ async def test_an_operator_walks_keys_budgets_dispatches_and_traffic(console: Co
     await expect(page.get_by_role("status")).to_contain_text(f"Revoked {walked['key_id']}")
     await expect(page.locator("#live-keys tbody")).to_contain_text("No live key matches")
     refused = await gw.chat(walked["key"], model="gpt-4o")
-    assert refused.status_code in (401, 403), refused.text
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["error"]["code"] == "key-revoked"
 
     # Spend: set a budget, then clear it; both are audit records
     await page.get_by_role("link", name="Spend").click()

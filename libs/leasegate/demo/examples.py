@@ -26,9 +26,9 @@ from leasegate.demo.wires.base import EXAMPLE_MODEL, Example, WireExamples
 from leasegate.demo.wires.gemini import GEMINI_EXAMPLES, google_error_body
 from leasegate.demo.wires.openai import CHAT_EXAMPLES
 from leasegate.demo.wires.responses import RESPONSES_EXAMPLES
-from leasegate.providers import Endpoint, ProviderKind
+from leasegate.providers import Endpoint
 
-__all__ = ["EXAMPLES", "EXAMPLE_MODEL", "Example", "KindExamples", "examples_of"]
+__all__ = ["EXAMPLES", "EXAMPLE_MODEL", "Example", "KindExamples"]
 
 _NO_HEADERS: Mapping[str, str] = {}
 
@@ -126,8 +126,3 @@ EXAMPLES: Mapping[str, KindExamples] = {
     "vertex-gemini": KindExamples(_GEMINI),
 }
 """Every kind's examples, by kind name."""
-
-
-def examples_of(kind: ProviderKind) -> KindExamples:
-    """The kind's examples (KeyError for a kind the demo has none for)."""
-    return EXAMPLES[kind.name]

@@ -65,6 +65,8 @@ Pair = tuple[str, str]
 
 _SYSTEM_RANDOM = random.SystemRandom()
 
+_NOTHING = Estimate(0, 0)
+"""A request asking for nothing: what an answer is judged against when its cost is unknown."""
 SILENT_EVERY_S = 60.0
 """How often the store is told again that a pair answers without rate-limit headers (an
 empty statement: the mints' probe lifts for it; the store forgets it after its retention)."""
@@ -204,7 +206,7 @@ class QuotaView:
             self._local[pair] = learned_behind(held, account_id, model, buckets, behind, now)
             self._stated_at[pair] = now
             like = entry.cost if entry is not None else cost
-            if room_at(statement, like or Estimate(0, 0), now) is not None:
+            if room_at(statement, like or _NOTHING, now) is not None:
                 self._announce(statement)
         elif cost is not None and held is not None:
             self._local[pair] = reconciled(held, cost, usage.input_tokens, usage.output_tokens, now)

@@ -1,7 +1,7 @@
 """What the usage reads ask of durable storage: tokens, cost and request counts summed from
 evidence, grouped as the caller asks. Implemented by `leasegate.db.usage.UsageRepository`
 (one GROUP BY) and, for the service tests, the in-memory twin
-(`tests/fixtures/memory_store.py`); `tests/contract/test_usage_store.py` holds both to it.
+(`tests/fixtures/memory_store.py`); `tests/contract/test_mint_store.py` holds both to it.
 
 A group's keys are the names grouped by (`tenant`, `account`, `model`, `day`), each the
 group's value: the tenant of the rows' decisions, the account, the requested model, the UTC

@@ -5,7 +5,6 @@ store's single revoke seam, then the fan-out that tells every proxy)."""
 from __future__ import annotations
 
 import logging
-import re
 from urllib.parse import urlencode
 
 from fastapi import APIRouter
@@ -22,13 +21,12 @@ from leasegate.control_plane.console.web import (
     unknown_filter,
 )
 from leasegate.core.errors import GatewayError
-from leasegate.core.ids import DISPATCH_PART_PATTERN, RECORD_ID
+from leasegate.core.ids import DISPATCH_PART, RECORD_ID
 from leasegate.core.ports.storage import KeyReader
 from leasegate.core.records import KeyRecord
 
 log = logging.getLogger("leasegate.console")
 
-_TENANT = re.compile(DISPATCH_PART_PATTERN)
 KEY_ROWS = 200
 
 
@@ -41,7 +39,7 @@ def key_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
     ) -> Response:
         session = await auth.session(request)
         accounts = [a.id for a in deps.registry.accounts]
-        if (tenant and not _TENANT.fullmatch(tenant)) or account not in ("", *accounts):
+        if (tenant and not DISPATCH_PART.fullmatch(tenant)) or account not in ("", *accounts):
             return unknown_filter(request, session, "Tenant: letters, digits, ._:/@-.")
         found = await deps.browse.live_keys(
             deps.clock.now(),

@@ -3,7 +3,6 @@ and Audit, over the control plane's stores."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast, get_args
@@ -17,7 +16,7 @@ from leasegate.control_plane.console.web import ConsoleAuth, page
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.views import evidence_view
 from leasegate.core.clock import Clock, iso
-from leasegate.core.ids import DISPATCH_PART_PATTERN
+from leasegate.core.ids import DISPATCH_PART
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.witness import Witness
 from leasegate.core.records import RENEWED, REVOKED, DecisionOutcome, KeyRecord, Outcome
@@ -26,7 +25,6 @@ OUTCOMES: tuple[str, ...] = get_args(Outcome)
 DECISION_OUTCOMES: tuple[str, ...] = get_args(DecisionOutcome)
 DISPATCH_ROWS = 100
 DEFAULT_WINDOW = "1h"
-_ID = re.compile(DISPATCH_PART_PATTERN)
 _EVIDENCE_ROWS = 100
 WINDOWS = {
     "15m": timedelta(minutes=15),
@@ -74,7 +72,7 @@ def read_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
         within: str = "",
     ) -> Response:
         session = await auth.session(request)
-        if decision and _ID.fullmatch(decision):
+        if decision and DISPATCH_PART.fullmatch(decision):
             # an evidence row's decision id: its dispatch's whole chain
             found = await deps.records.get_decision(decision)
             if found is not None:
@@ -94,13 +92,13 @@ def read_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
             "limit": DISPATCH_ROWS,
         }
         if dispatch_id:  # one dispatch's chain
-            if not (_ID.fullmatch(tenant) and _ID.fullmatch(dispatch_id)):
+            if not (DISPATCH_PART.fullmatch(tenant) and DISPATCH_PART.fullmatch(dispatch_id)):
                 context["error"] = "Give both a tenant and a dispatch id (letters, digits, ._:/@-)."
                 return page(request, "dispatches.html", context, session=session, status=400)
             context["chain"] = await dispatch_chain(deps.records, deps.clock, tenant, dispatch_id)
             return page(request, "dispatches.html", context, session=session)
         if (
-            (tenant and not _ID.fullmatch(tenant))
+            (tenant and not DISPATCH_PART.fullmatch(tenant))
             or outcome not in ("", *DECISION_OUTCOMES)
             or filters["within"] not in WINDOWS
         ):

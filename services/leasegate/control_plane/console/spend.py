@@ -6,7 +6,6 @@ validation and audit record (`budget_change.change_budget`)."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +26,7 @@ from leasegate.control_plane.console.web import (
 from leasegate.control_plane.tenant_views import budgets_view
 from leasegate.control_plane.usage import start_of_day, usage_view
 from leasegate.core.errors import GatewayError
-from leasegate.core.ids import DISPATCH_PART_PATTERN
+from leasegate.core.ids import DISPATCH_PART
 from leasegate.core.ports.usage import Grouping, UsageReader
 from leasegate.wire import TenantBudgetBody
 
@@ -37,7 +36,6 @@ _GROUPS: tuple[tuple[Grouping, str], ...] = (
     ("model", "Model"),
 )
 _ROWS = 100
-_TENANT = re.compile(DISPATCH_PART_PATTERN)
 
 
 def spend_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
@@ -92,7 +90,7 @@ def spend_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
         session, fields = form
         tenant = fields.get("tenant", "").strip()
         body = budget_body(fields)
-        if not _TENANT.fullmatch(tenant) or isinstance(body, str):
+        if not DISPATCH_PART.fullmatch(tenant) or isinstance(body, str):
             problem = body if isinstance(body, str) else "Tenant: letters, digits, ._:/@-."
             return message(request, session, 400, "Not done", problem)
         try:
