@@ -9,10 +9,15 @@ DEMO_PORT ?= 8090
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The workspace's members (each a distribution: pyproject.toml, "The workspace"), editable, and
+# the workspace's own `dev` extra; pip takes each member's dependency on another from this
+# command line, never from an index.
+MEMBERS := libs/core libs/client libs/gateway libs/db services/proxy services/control-plane services/demo services/cli
+
+$(VENV)/.installed: pyproject.toml $(addsuffix /pyproject.toml,$(MEMBERS))
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q $(addprefix -e ,$(MEMBERS)) -e '.[dev]'
 	touch $@
 
 services:

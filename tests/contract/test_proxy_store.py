@@ -21,9 +21,9 @@ from leasegate.core.ports.errors import StoreRejected, StoreUnavailable
 from leasegate.core.records import EvidenceRow
 from leasegate.db import Store
 from leasegate.db.audit import AuditRepository
-from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.db.proxy_sql import SqlProxyStore
-from leasegate.db.schema import release_migrations
+from leasegate.pg.proxy_store import PgProxyStore
+from leasegate.schema import release_migrations
 from leasegate.web.wiring import ProxyDatabase
 from tests.fixtures.databases import migrate, migrated_database, pg_url
 from tests.fixtures.evidence import evidence_row

@@ -1,14 +1,18 @@
-"""The wheel is the product: built from this tree, installed in a fresh virtual environment
-outside it, and every command run from an unrelated directory, on SQLite and Postgres.
+"""The wheels are the product: every member of the workspace built from this tree, installed
+in fresh virtual environments outside it, and every command run from an unrelated directory,
+on SQLite and Postgres. The `leasegate` distribution brings everything; the client installs
+alone with no server dependency; the proxy installs alone without FastAPI, SQLAlchemy or
+Alembic, and serves.
 
-The wheel is built with `pip wheel` (the build backend is the pinned hatchling of
-pyproject.toml) and installed with plain `pip install`, dependencies from the configured
-index (pip's cache makes a re-run fast).
+The wheels are built with `pip wheel` (the build backend is the pinned hatchling of each
+member's pyproject.toml) and installed with plain `pip install --find-links`, the third-party
+dependencies from the configured index (pip's cache makes a re-run fast).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -74,18 +78,102 @@ def _pip(*argv: str, python: str = sys.executable) -> None:
     )
 
 
+MEMBERS = (
+    "libs/core",
+    "libs/client",
+    "libs/gateway",
+    "libs/db",
+    "services/proxy",
+    "services/control-plane",
+    "services/demo",
+    "services/cli",
+)
+SERVER_DISTRIBUTIONS = frozenset(
+    {"fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "aiosqlite", "asyncpg", "redis"}
+    | {"aiohttp", "orjson", "prometheus-client", "pyyaml", "jinja2", "pydantic-settings"}
+    | {"leasegate-gateway", "leasegate-db", "leasegate-proxy", "leasegate-control-plane"}
+)
+"""What a client-only install must not bring."""
+CONTROL_PLANE_DISTRIBUTIONS = frozenset(
+    {"fastapi", "sqlalchemy", "alembic", "aiosqlite", "jinja2", "leasegate-db"}
+    | {"leasegate-control-plane", "leasegate-demo", "leasegate-client", "httpx"}
+)
+"""What a proxy-only install must not bring."""
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    root = tmp_path_factory.mktemp("wheel")
-    dist = root / "dist"
-    _pip("wheel", "--no-deps", "-q", "-w", str(dist), str(REPO_ROOT))
-    (wheel,) = dist.glob("leasegate-*.whl")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("wheels")
+    _pip("wheel", "--no-deps", "-q", "-w", str(dist), *(str(REPO_ROOT / m) for m in MEMBERS))
+    assert len(list(dist.glob("leasegate*.whl"))) == len(MEMBERS)
+    return dist
+
+
+def _venv(root: Path, wheels: Path, requirement: str) -> Path:
+    """A fresh virtual environment with `requirement` installed from the built wheels (and
+    its third-party dependencies from the index); its `bin`."""
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)  # noqa: S603
-    _pip("install", "-q", str(wheel), python=str(venv / "bin" / "python"))
+    python = str(venv / "bin" / "python")
+    _pip("install", "-q", "--find-links", str(wheels), requirement, python=python)
+    return venv / "bin"
+
+
+def _distributions(bin_: Path) -> set[str]:
+    listed = subprocess.run(  # noqa: S603 - pip with fixed arguments
+        [str(bin_ / "python"), "-m", "pip", "list", "--format=json"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return {str(entry["name"]).lower() for entry in json.loads(listed.stdout)}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory, wheels: Path) -> Installed:
+    root = tmp_path_factory.mktemp("wheel")
+    bin_ = _venv(root, wheels, "leasegate")
     workdir = root / "elsewhere"
     workdir.mkdir()
-    return Installed(venv / "bin" / "leasegate", workdir)
+    return Installed(bin_ / "leasegate", workdir)
+
+
+@pytest.fixture(scope="module")
+def proxy_alone(tmp_path_factory: pytest.TempPathFactory, wheels: Path) -> Path:
+    """`leasegate-proxy`'s console script, from an environment with only that distribution."""
+    bin_ = _venv(tmp_path_factory.mktemp("proxy-alone"), wheels, "leasegate-proxy")
+    assert not _distributions(bin_) & CONTROL_PLANE_DISTRIBUTIONS
+    return bin_ / "leasegate-proxy"
+
+
+def test_the_client_installs_alone_with_no_server_dependency(
+    wheels: Path, tmp_path: Path
+) -> None:
+    bin_ = _venv(tmp_path, wheels, "leasegate-client")
+    present = _distributions(bin_)
+    assert {"leasegate-client", "leasegate-core", "httpx", "pydantic"} <= present
+    assert not present & SERVER_DISTRIBUTIONS
+    # what an orchestrator imports, and what it loads: nothing of the server's
+    script = (
+        "import sys\n"
+        "from leasegate.client import ControlClient, Dispatch, classify_failure\n"
+        "from leasegate.wire import MintBody\n"
+        "ControlClient('http://127.0.0.1:1', 'token').close()\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    loaded = subprocess.run(  # noqa: S603 - the fresh interpreter, a fixed script
+        [str(bin_ / "python"), "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    modules = set(loaded.stdout.split())
+    assert "httpx" in modules
+    assert not modules & {"fastapi", "starlette", "sqlalchemy", "redis", "aiohttp", "orjson"}
 
 
 def test_version_and_help_from_any_directory(installed: Installed) -> None:
@@ -171,7 +259,10 @@ async def test_dev_demo_runs_the_readme_walkthrough(installed: Installed) -> Non
 
 @pytest.mark.postgres
 @pytest.mark.redis
-async def test_production_processes_from_the_wheel(installed: Installed, tmp_path: Path) -> None:
+async def test_production_processes_from_the_wheel(
+    installed: Installed, proxy_alone: Path, tmp_path: Path
+) -> None:
+    """The control plane from the `leasegate` install, the proxy from a proxy-only one."""
     async with production_stores() as stores, MockUpstream() as upstream:
         env = gateway_env(
             tmp_path,
@@ -188,7 +279,7 @@ async def test_production_processes_from_the_wheel(installed: Installed, tmp_pat
                 control_url,
                 _,
             ),
-            leasegate_process("proxy", installed.env(env), program=program, cwd=cwd) as (
+            leasegate_process("", installed.env(env), program=[str(proxy_alone)], cwd=cwd) as (
                 proxy_url,
                 _,
             ),

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from leasegate.db import Store
-from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.db.proxy_sql import SqlProxyStore
+from leasegate.pg.proxy_store import PgProxyStore
 from leasegate.web.store_metrics import StoreMetrics
 from tests.fixtures.databases import migrated_database, pg_url
 from tests.fixtures.evidence import evidence_row

@@ -17,9 +17,9 @@ import pytest
 from leasegate.audit.reads import ChainHead
 from leasegate.db.audit import AuditRepository
 from leasegate.db.engine import Database
-from leasegate.db.pg_pool import Deadlines, PgPool
-from leasegate.db.pg_url import connect_kwargs
 from leasegate.demo.upstream import MockUpstream
+from leasegate.pg.pool import Deadlines, PgPool
+from leasegate.pg.url import connect_kwargs
 from tests.fixtures.databases import PG_HOST, PG_PORT, PG_USER
 from tests.fixtures.gateways import (
     CONTROL_TOKEN,

@@ -16,7 +16,7 @@ from leasegate.core.records import EvidenceRow
 from leasegate.db import Database, Store, upgrade
 from leasegate.db.migrate import alembic_config
 from leasegate.db.partitions import EvidencePartitions, partition_name
-from leasegate.db.pg_url import connect_kwargs
+from leasegate.pg.url import connect_kwargs
 from tests.fixtures.evidence import at, database_url, evidence_row
 
 __all__ = ["database_url"]  # the fixture, over SQLite and Postgres

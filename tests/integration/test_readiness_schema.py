@@ -24,7 +24,7 @@ from tests.fixtures.gateways import (
 )
 from tests.fixtures.servers import local_client, serve
 
-VERSIONS = Path(__file__).resolve().parents[2] / "migrations" / "versions"
+VERSIONS = Path(__file__).resolve().parents[2] / "libs" / "gateway" / "migrations" / "versions"
 EVERY_MIGRATION = sorted(p.stem for p in VERSIONS.glob("0*.py"))
 
 

@@ -35,7 +35,7 @@ def test_the_chain_refusal_is_worded_in_one_module() -> None:
         for path in (ROOT / folder).rglob("*.py")
         if _worded_in(path)
     }
-    assert homes == {"libs/leasegate/audit/fold.py"}
+    assert homes == {"libs/gateway/leasegate/audit/fold.py"}
 
 
 def test_both_refusals_carry_the_one_wording() -> None:

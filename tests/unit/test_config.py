@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from leasegate.cli.main import check_server
-from leasegate.cli.startup import warn_per_process_console_key
 from leasegate.config import ConfigError, load_config
+from leasegate.control_plane.main import warn_per_process_console_key
 
 GOOD_ACCOUNT = """
   - id: openai-main
@@ -205,7 +205,7 @@ def test_a_control_plane_without_a_console_secret_warns_naming_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Replicas cannot be seen from inside a process: the warning names the setting."""
-    with caplog.at_level(logging.WARNING, logger="leasegate.cli"):
+    with caplog.at_level(logging.WARNING, logger="leasegate.startup"):
         warn_per_process_console_key(load_config(_PRODUCTION))
         assert "LEASEGATE_CONSOLE_SECRET is unset" in caplog.text
         caplog.clear()

@@ -24,7 +24,7 @@ from pathlib import Path
 from leasegate.core.errors import CODES
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [ROOT / "libs" / "leasegate", ROOT / "services" / "leasegate"]
+SOURCES = [ROOT / "libs", ROOT / "services"]
 API_DOC = ROOT / "docs" / "api.md"
 
 

@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import Boolean, Float, Integer, Numeric, String
 from sqlalchemy.types import TypeEngine
 
-from leasegate.db.evidence_pg import ARRAY_TYPES, FIELDS, INSERT, TABLE
 from leasegate.db.models import EvidenceRecordRow
 from leasegate.db.models.base import UTCDateTime
+from leasegate.pg.evidence import ARRAY_TYPES, FIELDS, INSERT, TABLE
 
 
 def _array_type(column_type: TypeEngine[Any]) -> str:

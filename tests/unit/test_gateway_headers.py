@@ -20,4 +20,4 @@ def test_each_gateway_header_name_is_spelt_in_one_module() -> None:
         for path in (ROOT / folder).rglob("*.py")
         if literal.search(path.read_text())
     }
-    assert homes == {"libs/leasegate/wire/headers.py"}
+    assert homes == {"libs/core/leasegate/wire/headers.py"}

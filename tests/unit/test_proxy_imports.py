@@ -1,10 +1,10 @@
 """What a production proxy process loads. Each of these would cost every proxy process
 resident memory for nothing: FastAPI (its app is Starlette alone), SQLAlchemy and Alembic
-(on Postgres it reads and writes through plain asyncpg, `leasegate.db.proxy_pg`), and, while
+(on Postgres it reads and writes through plain asyncpg, `leasegate.pg.proxy_store`), and, while
 untraced, the span makers (`leasegate.proxy.spans`, `leasegate.web.server_spans`).
 
 Checked in a fresh interpreter, where `sys.modules` is the truth, importing what
-`leasegate proxy` imports (the CLI and its server runner) and building the app, not serving
+`leasegate proxy` imports (the CLI and the proxy's composition root) and building the app, not serving
 it: nothing connects to the stores."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 
 _SCRIPT = """
 import json, sys
-import leasegate.cli.main, leasegate.cli.serve
+import leasegate.cli.main, leasegate.proxy.main
 from leasegate.config import load_config
 from leasegate.proxy.app import create_proxy_app
 
@@ -69,7 +69,8 @@ def test_an_untraced_proxy_on_postgres_loads_no_framework_orm_or_span_maker(
     app, modules = _built(tmp_path, POSTGRES)
     assert app == "Starlette"
     assert not _packages(modules) & {"fastapi", "sqlalchemy", "alembic"}
-    assert not modules & {"leasegate.web.api_app", *SPAN_MAKERS}
+    assert not modules & SPAN_MAKERS
+    assert not {m for m in modules if m.startswith(("leasegate.control_plane", "leasegate.db"))}
 
 
 def test_a_traced_proxy_makes_its_own_spans_without_fastapi(tmp_path: Path) -> None:

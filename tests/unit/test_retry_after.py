@@ -52,4 +52,4 @@ def test_the_wait_a_header_asks_for_is_read_in_one_place() -> None:
         for path in (_ROOT / root).rglob("*.py")
         if _READ.search(path.read_text(encoding="utf-8"))
     )
-    assert readers == ["libs/leasegate/core/retry_after.py"]
+    assert readers == ["libs/core/leasegate/core/retry_after.py"]

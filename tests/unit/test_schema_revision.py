@@ -7,7 +7,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from leasegate.db.migrate import alembic_config
-from leasegate.db.schema import (
+from leasegate.schema import (
     Migration,
     SchemaCheck,
     SchemaNotReady,

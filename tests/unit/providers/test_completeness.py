@@ -16,7 +16,7 @@ from leasegate.demo.wires.base import INPUT_TOKENS
 from leasegate.providers import KINDS, Endpoint, ErrorVocabulary, ProviderKind, Wire
 from leasegate.routing.classify import classify
 from leasegate.upstream.failures import response_observation, stream_observation
-from leasegate.upstream.sse import StreamScanner
+from leasegate.upstream.sse import StreamScanner, usage_from_body
 from tests.unit.providers.tables import BodyUsage, Classified, Rendered, StreamReading
 
 NAMES = list(KINDS)
@@ -149,7 +149,7 @@ def test_the_demo_has_examples_of_every_kind_and_the_gateway_reads_them(name: st
         body = examples.answer(endpoint, False, 3).body
         if endpoint.completion and not endpoint.always_streams:
             assert body is not None
-            assert wire.usage_from_body(body).input_tokens == INPUT_TOKENS
+            assert usage_from_body(wire, body).input_tokens == INPUT_TOKENS
         if endpoint.streams:
             chunks = examples.answer(endpoint, True, 3).chunks
             framed = [examples.frame(chunk) for chunk in chunks]
@@ -181,7 +181,7 @@ def _ids(row: tuple[str, object]) -> str:
 @pytest.mark.parametrize("row", rows("USAGE"), ids=_ids)
 def test_usage_table(row: tuple[str, BodyUsage]) -> None:
     _, case = row
-    assert case.endpoint.wire.usage_from_body(case.body) == case.usage
+    assert usage_from_body(case.endpoint.wire, case.body) == case.usage
 
 
 @pytest.mark.parametrize("row", rows("STREAMS"), ids=_ids)

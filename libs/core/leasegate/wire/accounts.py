@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from leasegate.audit.fold import ChainStatus
 from leasegate.core.records import AdminState
+from leasegate.core.vocab import ChainStatus
 from leasegate.wire.audit import AuditedBody, AuditRecordView
 from leasegate.wire.base import Money, Time, WireModel
 

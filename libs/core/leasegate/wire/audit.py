@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from leasegate.audit.fold import ChainStatus
+from leasegate.core.vocab import ChainStatus
 from leasegate.wire.base import Time, WireModel
 from leasegate.wire.fields import OnBehalfOf, Reason, RequestBody
 

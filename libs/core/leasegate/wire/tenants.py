@@ -7,9 +7,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from leasegate.audit import BudgetFields
-from leasegate.audit.fold import ChainStatus
-from leasegate.spend import Period
+from leasegate.core.vocab import ChainStatus, Period
 from leasegate.wire.audit import AuditedBody, TenantBudgetRecord
 from leasegate.wire.base import Money, Time, WireModel
 from leasegate.wire.fields import MaxCost, MaxTokens
@@ -79,8 +77,3 @@ class TenantBudgetBody(AuditedBody):
         if not self.clear and (self.period is None or not bounded):
             raise ValueError("a budget needs a period and max_tokens, max_cost or both")
         return self
-
-    def fields(self, tenant: str) -> BudgetFields:
-        if self.clear:
-            return BudgetFields(tenant)
-        return BudgetFields(tenant, self.period, self.max_tokens, self.max_cost)

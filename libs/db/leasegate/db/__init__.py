@@ -2,7 +2,7 @@
 
 Every name here is imported on first use, not with the package: `Database` and `Store` bring
 SQLAlchemy (20-30 MB of resident memory), which a production proxy never loads (it reads and
-writes through `leasegate.db.proxy_pg`, plain asyncpg), and `upgrade` (the migrations) brings
+writes through `leasegate.pg.proxy_store`, plain asyncpg), and `upgrade` (the migrations) brings
 Alembic, which no serving process needs (about 10 MB more)."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from leasegate.db.audit_lock import lock_for_mutation
 from leasegate.db.engine import Database
 from leasegate.db.keys import end_account_keys
 from leasegate.db.models import ANCHOR_ID, AuditAnchorRow, AuditRecordRow
-from leasegate.db.pg_rows import anchor_of_row, record_of_row
+from leasegate.pg.rows import anchor_of_row, record_of_row
 
 _RECORDS = AuditRecordRow.__table__
 _ANCHOR = AuditAnchorRow.__table__

@@ -2,7 +2,7 @@
 
 Columns are named as the records' fields, so each conversion goes by the record's field list
 (`dataclasses.fields`); the records are built by the same functions as from asyncpg's rows
-(`leasegate.db.pg_rows`)."""
+(`leasegate.pg.rows`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from leasegate.core.records import EvidenceRow, KeyRecord, MintDecision
 from leasegate.db.models import EvidenceRecordRow, KeyRow, MintDecisionRow, live_dispatch_of
-from leasegate.db.pg_rows import decision_of_row, key_of_row
+from leasegate.pg.rows import decision_of_row, key_of_row
 
 _EVIDENCE_FIELDS = tuple(f.name for f in fields(EvidenceRow))
 _KEY_FIELDS = tuple(f.name for f in fields(KeyRecord))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from leasegate.core.records import MintDecision
-from leasegate.db import keys_pg
 from leasegate.db.convert import decision_record
 from leasegate.db.engine import Database
 from leasegate.db.models import MintDecisionRow
+from leasegate.pg import keys as keys_pg
 
 
 class DecisionRepository:

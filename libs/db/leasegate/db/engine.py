@@ -37,8 +37,8 @@ from leasegate.core.ports.calls import CallObserver
 from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.db.engine_errors import ENGINE_ERRORS, Refusal, disconnected, translated
 from leasegate.db.engine_timing import observe_engine
-from leasegate.db.pg_pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
-from leasegate.db.pg_url import connect_kwargs
+from leasegate.pg.pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
+from leasegate.pg.url import connect_kwargs
 
 T = TypeVar("T")
 
@@ -125,7 +125,7 @@ def _tune_sqlite(engine: AsyncEngine, *, wal: bool) -> None:
 class Database:
     """The engine and its sessions. Each `session()` is one transaction (a unit of work).
 
-    On Postgres, `pg` also lends plain asyncpg connections (`leasegate.db.pg_pool`) to the
+    On Postgres, `pg` also lends plain asyncpg connections (`leasegate.pg.pool`) to the
     hot paths that need no unit of work: mint, renewal, revocation, key and decision reads,
     evidence batches."""
 
@@ -167,7 +167,7 @@ class Database:
 
     def observe(self, calls: CallObserver) -> None:
         """Time every call from now on: the engine's statements and the asyncpg pool's
-        connections (`leasegate.db.engine_timing`, `leasegate.db.pg_pool`)."""
+        connections (`leasegate.db.engine_timing`, `leasegate.pg.pool`)."""
         observe_engine(self.engine, calls)
         self._pg_calls = calls
         if self._pg is not None:
@@ -176,7 +176,7 @@ class Database:
     @asynccontextmanager
     async def session(self, refusal: Refusal | None = None) -> AsyncIterator[AsyncSession]:
         """One transaction: committed when the block ends, rolled back if it raises. A driver
-        error leaves the block as `refusal`'s answer or a `StoreError` (`leasegate.db.errors`)."""
+        error leaves the block as `refusal`'s answer or a `StoreError` (`leasegate.pg.errors`)."""
         try:
             async with self._sessions.begin() as session:
                 yield session

@@ -1,6 +1,6 @@
 """SQLAlchemy's side of the error translation: what `Database.session()` and
 `Database.connection()` catch, and the caller's own refusals. The rule itself is
-`leasegate.db.errors.store_error`, shared with the plain asyncpg path (which imports none of
+`leasegate.pg.errors.store_error`, shared with the plain asyncpg path (which imports none of
 this).
 
 A caller that expects some driver errors as answers (a UNIQUE race a concurrent writer won, a
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from leasegate.db.errors import DRIVER_ERRORS, store_error
+from leasegate.pg.errors import DRIVER_ERRORS, store_error
 
 ENGINE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, *DRIVER_ERRORS)
 """What a call through SQLAlchemy may raise when the database, not the code, is at fault."""

@@ -1,6 +1,6 @@
 """Timing SQLAlchemy's statements for the store metrics: one call per statement, from the
 engine's events, timed around the driver's execute (pool wait excluded). The asyncpg pool
-times its own calls (`leasegate.db.pg_pool`); `Database.observe` hooks both."""
+times its own calls (`leasegate.pg.pool`); `Database.observe` hooks both."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Writing evidence batches: one INSERT per batch that ignores a request id already present.
 
-On Postgres the batch goes through asyncpg directly (`leasegate.db.evidence_pg`, on a
+On Postgres the batch goes through asyncpg directly (`leasegate.pg.evidence`, on a
 connection of `Database.pg`). SQLite (the embedded mode) keeps SQLAlchemy's insert. Either way
-a failure leaves as the core's error, sorted by `leasegate.db.errors.store_error`:
+a failure leaves as the core's error, sorted by `leasegate.pg.errors.store_error`:
 `StoreRejected` when the content is at fault, `StoreUnavailable` ("try the same rows again
 later") otherwise.
 """
@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from sqlalchemy.dialects import sqlite
 
 from leasegate.core.records import EvidenceRow
-from leasegate.db import evidence_pg
 from leasegate.db.engine import Database
-from leasegate.db.errors import RAW_CALL_ERRORS, store_error
-from leasegate.db.evidence_pg import FIELDS, row_values
 from leasegate.db.models import EvidenceRecordRow
+from leasegate.pg import evidence as evidence_pg
+from leasegate.pg.errors import RAW_CALL_ERRORS, store_error
+from leasegate.pg.evidence import FIELDS, row_values
 
 
 async def write_rows(db: Database, rows: Sequence[EvidenceRow]) -> None:

@@ -14,10 +14,10 @@ from sqlalchemy import ColumnElement, Update, and_, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from leasegate.core.records import KeyRecord, MintDecision, RevokeReason
-from leasegate.db import keys_pg
 from leasegate.db.convert import decision_record, key_record
 from leasegate.db.engine import Database
 from leasegate.db.models import KeyRow, MintDecisionRow
+from leasegate.pg import keys as keys_pg
 
 
 def is_live(now: datetime) -> ColumnElement[bool]:

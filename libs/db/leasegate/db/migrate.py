@@ -1,7 +1,8 @@
 """Run the Alembic migrations programmatically: `leasegate migrate`, dev start-up, tests.
 
 Alembic is configured here, in code: no `alembic.ini` in the working directory is needed.
-The scripts are the repository's top-level `migrations/` folder; the wheel carries the same
+The scripts are `libs/gateway/migrations/` (both deployables read which revisions this release
+expects: leasegate.schema); the leasegate-gateway wheel carries the same
 folder as `leasegate/_migrations` (hatchling `force-include`), so an installed package
 migrates from any directory.
 
@@ -18,7 +19,7 @@ from alembic.config import Config
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from leasegate.db.schema import migrations_folder
+from leasegate.schema import migrations_folder
 
 
 class MigrationError(Exception):

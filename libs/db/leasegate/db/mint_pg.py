@@ -29,10 +29,10 @@ from leasegate.core.ports.storage import (
 from leasegate.core.records import KeyRecord, MintDecision
 from leasegate.db.convert import decision_values, key_values
 from leasegate.db.engine import Database
-from leasegate.db.errors import store_error
-from leasegate.db.keys_pg import get_decision
-from leasegate.db.pg_pool import ended_by_server, never_sent
-from leasegate.db.pg_rows import KEY_COLUMNS, key_of_row
+from leasegate.pg.errors import store_error
+from leasegate.pg.keys import get_decision
+from leasegate.pg.pool import ended_by_server, never_sent
+from leasegate.pg.rows import KEY_COLUMNS, key_of_row
 
 _COMMIT_MINT = "SELECT leasegate_commit_mint($1::json, $2::json, $3, $4, $5)"
 _RENEW_KEY = f"SELECT {KEY_COLUMNS} FROM leasegate_renew_key($1, $2::json, $3::json, $4, $5, $6)"  # noqa: S608 - fixed column names
@@ -76,7 +76,7 @@ async def commit_mint_pg(
     except StoreUnavailable as exc:
         # The server ended the backend (a restart, a failover): the mint committed before
         # that, and is there to read, or it never will; or asyncpg never sent it
-        # (`leasegate.db.pg_pool`). Any other lost connection may still commit later: never
+        # (`leasegate.pg.pool`). Any other lost connection may still commit later: never
         # run again, the caller gets a 503.
         if not (ended_by_server(exc) or never_sent(exc)):
             raise

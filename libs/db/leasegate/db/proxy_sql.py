@@ -1,6 +1,6 @@
 """What a proxy asks of the database, over SQLAlchemy: the embedded mode's (SQLite, one
 process with the control plane) and a proxy on a non-Postgres URL. A production proxy on
-Postgres uses `leasegate.db.proxy_pg` instead, which imports no SQLAlchemy; both keep one
+Postgres uses `leasegate.pg.proxy_store` instead, which imports no SQLAlchemy; both keep one
 contract (`tests/contract/test_proxy_store.py`)."""
 
 from __future__ import annotations

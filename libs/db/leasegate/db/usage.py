@@ -18,9 +18,9 @@ from sqlalchemy import ColumnElement, case, func, select
 
 from leasegate.core.ports.spend import AccountSpend
 from leasegate.core.ports.usage import Grouping, UsageGroup
-from leasegate.db import spend_evidence_pg
 from leasegate.db.engine import Database
 from leasegate.db.models import EvidenceRecordRow, KeyRow, MintDecisionRow
+from leasegate.pg import spend_evidence as spend_evidence_pg
 
 _E = EvidenceRecordRow
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import get_args
 
 from leasegate.audit.chain import (
     ACCOUNT_STATE,
@@ -42,10 +42,10 @@ from leasegate.audit.chain import (
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.witness import Witness
 from leasegate.core.records import AdminState
+from leasegate.core.vocab import ChainStatus
 from leasegate.spend import PERIODS, Period, TenantBudget
 from leasegate.spend.prices import parse_amount
 
-ChainStatus = Literal["ok", "absent", "corrupt"]
 KNOWN_STATES: frozenset[str] = frozenset(get_args(AdminState))
 
 

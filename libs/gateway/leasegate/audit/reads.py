@@ -3,7 +3,7 @@
 The tenant budgets of every proxy replica (`leasegate.proxy.tenant_budgets`) and the control
 plane's overlay read the chain through `ChainReader`, never through a concrete store: the
 SQLAlchemy `AuditRepository` (`leasegate.db.audit`) and the proxy's asyncpg store
-(`leasegate.db.proxy_pg`) both implement it, with the same consistent-snapshot semantics
+(`leasegate.pg.proxy_store`) both implement it, with the same consistent-snapshot semantics
 (`tests/contract/test_proxy_store.py`). The port lives here rather than in `leasegate.core`
 because its records are the audit chain's own."""
 

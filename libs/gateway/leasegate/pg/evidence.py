@@ -2,14 +2,14 @@
 statement over column arrays (`INSERT … SELECT * FROM unnest($1::text[], …) ON CONFLICT DO
 NOTHING`), one round trip and no ORM work per row; each row is read straight off the
 `EvidenceRow` dataclass. Used by the SQLAlchemy `Store` (`leasegate.db.evidence_write`) and
-the proxy's store (`leasegate.db.proxy_pg`) alike.
+the proxy's store (`leasegate.pg.proxy_store`) alike.
 
 A replayed row collides with itself on the table's one unique key and is ignored. The conflict
 names no target on purpose: that key is `(request_id, started_at)` on Postgres's partitioned
 table and `request_id` on SQLite and on a Postgres not yet migrated to partitions, so one
 statement is right on all three (and across a rolling upgrade).
 
-A failure leaves as the core's error (`PgPool` sorts it by `leasegate.db.errors.store_error`):
+A failure leaves as the core's error (`PgPool` sorts it by `leasegate.pg.errors.store_error`):
 content the database refuses (SQLSTATE classes 22 and 23, or a value the driver cannot encode)
 is `StoreRejected`; anything else is `StoreUnavailable`: "try the same rows again later".
 """
@@ -21,7 +21,7 @@ from dataclasses import fields
 from operator import attrgetter
 
 from leasegate.core.records import EvidenceRow
-from leasegate.db.pg_pool import PgPool
+from leasegate.pg.pool import PgPool
 
 TABLE = "evidence"
 

@@ -1,5 +1,5 @@
 """Key and decision reads and revocation on Postgres, on a plain asyncpg connection
-(a `PgPool`: `Database.pg`, or the proxy's own, `leasegate.db.proxy_pg`): each one prepared
+(a `PgPool`: `Database.pg`, or the proxy's own, `leasegate.pg.proxy_store`): each one prepared
 statement, one round trip, no unit of work, no SQLAlchemy. SQLite goes through the ORM
 (`leasegate.db.keys`, `leasegate.db.decisions`); both keep one contract
 (`tests/contract/test_mint_store.py`)."""
@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from leasegate.core.records import KeyRecord, MintDecision, RevokeReason
-from leasegate.db.pg_pool import PgPool
-from leasegate.db.pg_rows import (
+from leasegate.pg.pool import PgPool
+from leasegate.pg.rows import (
     DECISION_COLUMNS,
     KEY_COLUMNS,
     decision_of_row,

@@ -13,7 +13,7 @@ statement by `command_s`. A failure that may have left a connection unusable (a 
 reset socket, a timeout, a server shutting down, a cancelled call) terminates that connection
 and every idle one, as SQLAlchemy invalidates its pool on a disconnect. Every driver error the
 caller does not handle itself (`passthrough`) leaves as the core's `StoreError`, sorted by
-`leasegate.db.errors.store_error` (`StoreUnavailable`, answered 503 `unavailable`, or
+`leasegate.pg.errors.store_error` (`StoreUnavailable`, answered 503 `unavailable`, or
 `StoreRejected` for content the database refuses). The next call connects afresh.
 
 Dead connections. A pooled connection the server closed while it sat idle (a restart, a
@@ -57,7 +57,7 @@ import asyncpg
 
 from leasegate.core.ports.calls import CallObserver
 from leasegate.core.ports.errors import StoreError, StoreUnavailable
-from leasegate.db.errors import RAW_CALL_ERRORS, store_error
+from leasegate.pg.errors import RAW_CALL_ERRORS, store_error
 
 POOL_WAIT_S = 30.0
 """As the engine's pool: a burst queued on one account's row lock waits this long."""

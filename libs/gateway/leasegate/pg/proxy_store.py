@@ -5,9 +5,9 @@ A proxy only reads keys (`KeyReader`), writes evidence batches (`EvidenceWriter`
 audit chain's head and snapshot for the tenant budgets (`ChainReader`) and pings the database
 for /readyz. Each is the same statement the SQLAlchemy `Store` and `AuditRepository` run on
 Postgres (the key read and the evidence insert are shared outright:
-`leasegate.db.keys_pg`, `leasegate.db.evidence_pg`), so both agree
+`leasegate.pg.keys`, `leasegate.pg.evidence`), so both agree
 (`tests/contract/test_proxy_store.py`). Errors leave as the core's `StoreError`s, by the one
-rule of `leasegate.db.errors`. The control plane and the embedded mode keep SQLAlchemy.
+rule of `leasegate.pg.errors`. The control plane and the embedded mode keep SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from leasegate.core.ports.calls import CallObserver
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.spend import AccountSpend
 from leasegate.core.records import EvidenceRow, KeyRecord
-from leasegate.db import evidence_pg, keys_pg, spend_evidence_pg
-from leasegate.db.pg_pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
-from leasegate.db.pg_rows import ANCHOR_COLUMNS, RECORD_COLUMNS, anchor_of_row, record_of_row
-from leasegate.db.pg_url import connect_kwargs
+from leasegate.pg import evidence as evidence_pg
+from leasegate.pg import keys as keys_pg
+from leasegate.pg import spend_evidence as spend_evidence_pg
+from leasegate.pg.pool import PG_POOL_SIZE, PING_TIMEOUT_S, Deadlines, PgPool
+from leasegate.pg.rows import ANCHOR_COLUMNS, RECORD_COLUMNS, anchor_of_row, record_of_row
+from leasegate.pg.url import connect_kwargs
 
 # every name below is the schema's own: nothing here comes from input
 _ANCHOR = f"SELECT {ANCHOR_COLUMNS} FROM audit_anchor LIMIT 1"  # noqa: S608

@@ -9,7 +9,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from leasegate.core.ports.spend import AccountSpend
-from leasegate.db.pg_pool import PgPool
+from leasegate.pg.pool import PgPool
 
 # every name below is the schema's own: nothing here comes from input
 _SUMS = (

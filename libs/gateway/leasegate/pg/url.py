@@ -1,6 +1,6 @@
 """A database URL read without SQLAlchemy: which backend it names, and asyncpg's connect
 arguments for a Postgres one. Both `Database.pg` and the proxy's store
-(`leasegate.db.proxy_pg`) open their asyncpg connections from `connect_kwargs`, so a URL means
+(`leasegate.pg.proxy_store`) open their asyncpg connections from `connect_kwargs`, so a URL means
 the same connection either way, with or without SQLAlchemy loaded.
 
 `postgresql+asyncpg://user:password@host:port/database?ssl=require` gives asyncpg's `user`,

@@ -1,9 +1,8 @@
 """Spend: what a request cost and whether a budget has room. Pure: decimals, no I/O."""
 
+from leasegate.core.vocab import PERIODS, Period
 from leasegate.spend.budget import Budget, Spent, billionths, exhausted, spent_of
 from leasegate.spend.period import (
-    PERIODS,
-    Period,
     TenantBudget,
     period_end,
     period_start,

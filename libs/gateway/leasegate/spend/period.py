@@ -10,12 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Literal
 
+from leasegate.core.vocab import Period
 from leasegate.spend.budget import Budget
-
-Period = Literal["day", "month"]
-PERIODS: tuple[Period, ...] = ("day", "month")
 
 
 @dataclass(frozen=True, slots=True)

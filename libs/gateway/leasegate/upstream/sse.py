@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 
+import orjson
+
 from leasegate.providers import StreamError, Usage, Wire, wire_named
 
 __all__ = [
@@ -246,5 +248,9 @@ def error_event(
 
 
 def usage_from_body(wire: Wire | str, body: bytes) -> Usage:
-    """Usage of a non-streaming JSON answer; empty when the body says nothing usable."""
-    return _wire(wire).usage_from_body(body)
+    """Usage of a non-streaming JSON answer; empty when the body is not a JSON object."""
+    try:
+        obj = orjson.loads(body)  # depth-limited in C: no RecursionError to fear
+    except orjson.JSONDecodeError:
+        return Usage()
+    return _wire(wire).usage(obj) if isinstance(obj, dict) else Usage()

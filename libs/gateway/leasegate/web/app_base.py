@@ -4,8 +4,8 @@ the proxy and the embedded gateway cannot drift apart.
 
 `plain_app` is the proxy's: Starlette alone, so a proxy process never imports FastAPI (nor
 the pydantic machinery of its routing), and its server spans come from `ServerSpans`. The
-FastAPI apps (control plane, embedded gateway) start from `leasegate.web.api_app.base_app`,
-which calls `guard` too."""
+FastAPI apps (control plane, embedded gateway) start from
+`leasegate.control_plane.api_app.base_app`, which calls `guard` too."""
 
 from __future__ import annotations
 

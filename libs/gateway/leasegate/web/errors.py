@@ -1,7 +1,7 @@
 """One place that turns every refusal into the error envelope, for both services.
 
 Starlette only: the proxy's app is a plain Starlette app (no FastAPI in its process). The
-control plane adds FastAPI's validation refusal on top (`leasegate.web.api_app`)."""
+control plane adds FastAPI's validation refusal on top (`leasegate.control_plane.api_app`)."""
 
 from __future__ import annotations
 

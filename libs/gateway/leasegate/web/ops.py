@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from leasegate.accounts import Registry
 from leasegate.core.ports.errors import StoreError
-from leasegate.db.schema import SchemaCheck, SchemaNotReady
+from leasegate.schema import SchemaCheck, SchemaNotReady
 from leasegate.web.wiring import ProxyStores
 
 Probe = Callable[[], Awaitable[None]]

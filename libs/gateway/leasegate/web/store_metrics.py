@@ -3,7 +3,7 @@
 The database (`postgresql` or `sqlite`): SQLAlchemy's statements, one observation each, from
 the engine's events, timed around the driver's execute (`leasegate.db.engine_timing`); and the
 asyncpg pool's calls (mint, renewal, key reads, evidence batches, a proxy's audit chain reads),
-one per lent connection's block (`leasegate.db.pg_pool`); pool wait excluded either way. Redis
+one per lent connection's block (`leasegate.pg.pool`); pool wait excluded either way. Redis
 (`redis`, a single server or a cluster): one per command or pipeline, timed by the client
 itself (`leasegate.kv.redis_timed`, pool wait included). Embedded mode has no Redis, so no
 series. Nothing here imports a driver: each store times itself and reports to a `_Calls`.

@@ -2,11 +2,11 @@
 
 A request's server span, child of the caller's W3C `traceparent`, is made by the framework
 where there is one (FastAPI's own telemetry on the control plane and the embedded gateway,
-`leasegate.web.api_app`) and by `ServerSpans` (`leasegate.web.server_spans`) on the proxy, a
-plain Starlette app. This module installs the SDK with an OTLP/HTTP exporter when an endpoint
-is configured (`configure_tracing`, which needs the `otel` extra) and lets a service mark the
-steps of a request as child spans (`step`), which cost nothing while no provider is installed.
-Nothing here loads OpenTelemetry until it is used.
+`leasegate.control_plane.api_app`) and by `ServerSpans` (`leasegate.web.server_spans`) on the
+proxy, a plain Starlette app. This module installs the SDK with an OTLP/HTTP exporter when an
+endpoint is configured (`configure_tracing`, which needs the `otel` extra) and lets a service
+mark the steps of a request as child spans (`step`), which cost nothing while no provider is
+installed. Nothing here loads OpenTelemetry until it is used.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
-"""Build the stores a process needs from its configuration: in-process twins in embedded
-mode, Redis-backed ones in production mode, and the database either way.
-
-The database comes two ways. The control plane and the embedded mode (`open_stores`) get
-SQLAlchemy's `Database` and `Store`. A production proxy (`open_proxy_stores`) needs only
-`ProxyDatabase` (key reads, evidence writes, the audit chain's reads, a ping); on Postgres that
-is `leasegate.db.proxy_pg` on plain asyncpg, so the proxy process never imports SQLAlchemy
-(20-30 MB of resident memory per proxy). The SQLAlchemy modules are therefore imported inside
-`open_stores`, not at the top of this module.
+"""The stores both deployables share, built from the configuration: in-process twins in
+embedded mode, Redis-backed ones in production mode (`open_kv`), and what a proxy asks of the
+database (`ProxyDatabase`). Each deployable composes its own from these: the proxy in
+`leasegate.proxy.stores` (plain asyncpg on Postgres, so it never imports SQLAlchemy), the
+control plane and the embedded mode in `leasegate.control_plane.stores` (SQLAlchemy's
+`Database` and `Store` too).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from leasegate.audit.reads import ChainReader
 from leasegate.config import Config, Settings
@@ -23,13 +20,9 @@ from leasegate.core.ports.errors import StoreUnavailable
 from leasegate.core.ports.health import HealthFanout, HealthPolicy, HealthStore
 from leasegate.core.ports.quota import QuotaStore
 from leasegate.core.ports.revocation import RevocationBus
-from leasegate.core.ports.sessions import ConsoleSessions
 from leasegate.core.ports.spend import ChainSpend, SpendEvidence
 from leasegate.core.ports.storage import EvidenceWriter, KeyReader
 from leasegate.core.ports.witness import AuditWitness
-from leasegate.db.pg_pool import Deadlines as DatabaseDeadlines
-from leasegate.db.pg_url import is_postgres
-from leasegate.db.proxy_pg import PgProxyStore
 from leasegate.kv.connect import Deadlines as RedisDeadlines
 from leasegate.kv.connect import redis_client
 from leasegate.kv.fanout_memory import InProcessHealthFanout, InProcessRevocationBus
@@ -42,18 +35,13 @@ from leasegate.kv.redis_client import RedisClient, cluster_client
 from leasegate.kv.redis_client import close as close_redis
 from leasegate.kv.redis_client import ping as ping_redis
 from leasegate.kv.revocations_redis import RedisRevocationBus
-from leasegate.kv.sessions_memory import InProcessConsoleSessions
-from leasegate.kv.sessions_redis import RedisConsoleSessions
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots
 from leasegate.kv.spend_memory import InProcessChainSpend
 from leasegate.kv.spend_redis import RedisChainSpend
 from leasegate.kv.witness_memory import InProcessAuditWitness
 from leasegate.kv.witness_redis import RedisAuditWitness
-
-if TYPE_CHECKING:
-    from leasegate.db.engine import Database
-    from leasegate.db.store import Store
+from leasegate.pg.pool import Deadlines as DatabaseDeadlines
 
 
 class ProxyDatabase(KeyReader, EvidenceWriter, ChainReader, SpendEvidence, Protocol):
@@ -130,17 +118,6 @@ class ProxyStores(KvStores):
         await self.durable.close()
 
 
-@dataclass
-class Stores(ProxyStores):
-    """What the control plane (and the embedded mode, both APIs in one process) needs:
-    SQLAlchemy's `Database` and `Store` too; `durable` is the same database."""
-
-    database: Database
-    store: Store
-    console_sessions: ConsoleSessions
-    """The console's open sessions, shared by every replica (`leasegate.core.ports.sessions`)."""
-
-
 def health_policy(config: Config) -> HealthPolicy:
     s = config.settings
     return HealthPolicy(
@@ -153,51 +130,14 @@ def health_policy(config: Config) -> HealthPolicy:
     )
 
 
-def open_stores(config: Config) -> Stores:
-    """Construct (without connecting: the first use connects) every store for this config,
-    the database through SQLAlchemy."""
-    from leasegate.db.engine import Database
-    from leasegate.db.proxy_sql import SqlProxyStore
-    from leasegate.db.store import Store
-
-    settings = config.settings
-    database = Database.connect(
-        settings.database_url, _database_deadlines(settings), settings.database_pool_size
-    )
-    store = Store(database)
-    kv = _kv(config)
-    return Stores(
-        durable=SqlProxyStore(store),
-        database=database,
-        store=store,
-        console_sessions=(
-            InProcessConsoleSessions()
-            if kv.redis is None
-            else RedisConsoleSessions(kv.redis, settings.redis_prefix)
-        ),
-        **kv.parts(),
-    )
-
-
-def open_proxy_stores(config: Config) -> ProxyStores:
-    """A production proxy's stores: on Postgres the database without SQLAlchemy
-    (`PgProxyStore`); otherwise `open_stores`'s."""
-    settings = config.settings
-    if not is_postgres(settings.database_url):
-        return open_stores(config)
-    durable = PgProxyStore.connect(
-        settings.database_url, _database_deadlines(settings), settings.database_pool_size
-    )
-    return ProxyStores(durable=durable, **_kv(config).parts())
-
-
-def _database_deadlines(settings: Settings) -> DatabaseDeadlines:
+def database_deadlines(settings: Settings) -> DatabaseDeadlines:
     return DatabaseDeadlines(
         settings.database_connect_timeout_s, settings.database_command_timeout_s
     )
 
 
-def _kv(config: Config) -> KvStores:
+def open_kv(config: Config) -> KvStores:
+    """The stores outside the database, for this config (not connected yet)."""
     settings = config.settings
     policy = health_policy(config)
     if settings.redis_url is None:

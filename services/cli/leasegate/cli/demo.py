@@ -9,9 +9,13 @@ fresh SQLite file in a temporary directory removed at exit, so every start is a 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from starlette.types import ASGIApp
+
 from leasegate.config import Config
+from leasegate.web.serve import server
 
 DEMO_CONTROL_TOKEN = "dev-control-token"  # noqa: S105 - the demo's published token
 DEMO_ADMIN_NAME = "demo"
@@ -69,3 +73,22 @@ def demo_banner(url: str, port: int, config: Config, fresh_database_url: str) ->
         f"  admin token:   {admin}\n"
         f"  database:      {database}\n"
     )
+
+
+def serve_with_demo(app: ASGIApp, config: Config, host: str, port: int, demo_port: int) -> int:
+    """Serve `app` with the demo upstream listening on `demo_port` in the same event loop. The
+    demo upstream is imported here, so only `leasegate dev --demo` loads it."""
+    from leasegate.demo.upstream import MockUpstream
+
+    gateway = server(app, config, host, port)
+
+    async def both() -> None:
+        upstream = MockUpstream()
+        await upstream.start("127.0.0.1", demo_port)
+        try:
+            await gateway.serve()
+        finally:
+            await upstream.stop()
+
+    asyncio.run(both())
+    return 0 if gateway.started else 3

@@ -10,11 +10,13 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
+from leasegate.control_plane.api_app import base_app
 from leasegate.control_plane.app import (
     build_control_runtime,
     evidence_upkeep,
     install_control_plane,
 )
+from leasegate.control_plane.stores import open_stores
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.migrate import upgrade
 from leasegate.proxy.app import (
@@ -25,9 +27,7 @@ from leasegate.proxy.app import (
     with_data_plane,
 )
 from leasegate.proxy.asgi import DataPlane
-from leasegate.web.api_app import base_app
 from leasegate.web.store_metrics import StoreMetrics
-from leasegate.web.wiring import open_stores
 
 
 def create_dev_app(

@@ -23,13 +23,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pydantic import SecretStr
-from starlette.types import ASGIApp
 
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
-from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults
+from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults, serve_with_demo
 from leasegate.cli.evidence import EVIDENCE_COMMAND, add_evidence_commands, run_evidence
-from leasegate.cli.startup import prepare_process, warn_per_process_console_key, with_access_log
 from leasegate.config import Config, ConfigError, Settings, load_config
+from leasegate.web.startup import prepare_process, with_access_log
 
 _DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
 
@@ -66,11 +65,10 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         return _migrate(config)
     if args.command == EVIDENCE_COMMAND:
         return run_evidence(args, config)
-    from leasegate.cli.serve import serve, serve_workers
-
     port = args.port if args.port is not None else _DEFAULT_PORTS[args.command]
     if args.command == "dev":
         from leasegate.cli.dev import create_dev_app
+        from leasegate.web.serve import serve
 
         if args.workers != 1:
             raise ConfigError("--workers: `dev` runs one process (its stores live in it)")
@@ -79,46 +77,32 @@ def _run(args: argparse.Namespace, config: Config) -> int:
             config = load_config(control_token=SecretStr(token))
             sys.stderr.write(f"leasegate dev: generated control token: {token}\n")
         return serve(with_access_log(create_dev_app(config), config), config, args.host, port)
-    check_server(args.command, args.workers, config.settings)
+    # each deployable's own composition root, imported only when it runs: a proxy process
+    # never loads the control plane, the console or Alembic
     if args.command == "control-plane":
-        warn_per_process_console_key(config)
-    if args.workers > 1:
-        return serve_workers(args.command, args.workers, config, args.host, port)
-    app: ASGIApp
-    if args.command == "control-plane":
-        from leasegate.control_plane.app import create_control_plane_app
+        from leasegate.control_plane.main import run as run_control_plane
 
-        app = create_control_plane_app(config)
-    else:
-        from leasegate.proxy.app import create_proxy_app
+        return run_control_plane(config, args.host, port, args.workers)
+    from leasegate.proxy.main import run as run_proxy
 
-        app = create_proxy_app(config)
-    return serve(with_access_log(app, config), config, args.host, port)
+    return run_proxy(config, args.host, port, args.workers)
 
 
 def check_server(command: str, workers: int, settings: Settings) -> None:
-    """What a production server command needs beyond valid settings; ConfigError otherwise."""
-    if settings.redis_url is None:
-        raise ConfigError(
-            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
-            "(use `leasegate dev` for the single-process embedded mode)"
-        )
-    if command != "control-plane":
-        return
-    if settings.control_token is None:
-        raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
-    if workers > 1 and settings.console_secret is None:
-        # each worker would sign console sessions with a key of its own: a sign-in made on
-        # one is refused by the others, so half the console's requests bounce to sign-in
-        raise ConfigError(
-            "LEASEGATE_CONSOLE_SECRET: required with --workers > 1 (the same on every "
-            "control-plane process, e.g. `openssl rand -hex 32`)"
-        )
+    """What a production server command needs beyond valid settings; ConfigError otherwise
+    (each deployable's own `check`)."""
+    if command == "control-plane":
+        from leasegate.control_plane.main import check as check_control_plane
+
+        check_control_plane(settings, workers)
+    else:
+        from leasegate.proxy.main import check as check_proxy
+
+        check_proxy(settings)
 
 
 def _run_demo(args: argparse.Namespace, workdir: Path) -> int:
     from leasegate.cli.dev import create_dev_app
-    from leasegate.cli.serve import serve_with_demo
 
     defaults = demo_defaults(args.demo_port, workdir)
     config = load_config(defaults=defaults)

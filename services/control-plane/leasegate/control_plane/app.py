@@ -9,23 +9,23 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from leasegate.config import Config
+from leasegate.control_plane.api_app import base_app
 from leasegate.control_plane.console.routes import install_console
 from leasegate.control_plane.metrics import CapacityGauges
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.openapi import install_openapi
 from leasegate.control_plane.routes import control_router
 from leasegate.control_plane.runtime import ControlRuntime
+from leasegate.control_plane.stores import Stores, open_stores
 from leasegate.control_plane.tenant_metrics import TenantBudgetGauges
 from leasegate.core.clock import Clock, SystemClock
 from leasegate.db.evidence_upkeep import EvidenceUpkeep
 from leasegate.db.partitions import EvidencePartitions
-from leasegate.web.api_app import base_app
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.health_metrics import HealthGauges
 from leasegate.web.ops import ops_routes, store_probes
 from leasegate.web.quota_metrics import QuotaGauges
 from leasegate.web.store_metrics import StoreMetrics
-from leasegate.web.wiring import Stores, open_stores
 
 
 def build_control_runtime(

@@ -5,7 +5,7 @@ since `expected_revision`), then the tenant's running total is brought up to dat
 
 from __future__ import annotations
 
-from leasegate.audit import AuditRecord
+from leasegate.audit import AuditRecord, BudgetFields
 from leasegate.control_plane.overlay import AdminOverlay, BudgetChange
 from leasegate.control_plane.spend_reconcile import SpendReconciler
 from leasegate.wire import TenantBudgetBody
@@ -20,7 +20,7 @@ async def change_budget(
 ) -> AuditRecord:
     """Set or clear `tenant`'s budget as `actor` (the operator token's name); the record."""
     change = BudgetChange(
-        budget=body.fields(tenant),
+        budget=_fields(tenant, body),
         expected_revision=body.expected_revision,
         reason=body.reason,
         actor=actor,
@@ -29,3 +29,10 @@ async def change_budget(
     record, _ = await overlay.mutate(change)
     await reconciler.budget_set(tenant)
     return record
+
+
+def _fields(tenant: str, body: TenantBudgetBody) -> BudgetFields:
+    """What the chain's `tenant-budget` record sets: nothing at all clears the budget."""
+    if body.clear:
+        return BudgetFields(tenant)
+    return BudgetFields(tenant, body.period, body.max_tokens, body.max_cost)

@@ -22,6 +22,7 @@ from leasegate.control_plane.residency import residency_of
 from leasegate.control_plane.routes import ControlDeps
 from leasegate.control_plane.spend_reconcile import SpendReconciler
 from leasegate.control_plane.spend_today import TodaysSpend
+from leasegate.control_plane.stores import Stores
 from leasegate.control_plane.tenant_views import TenantReads
 from leasegate.control_plane.tenants import TenantDeps
 from leasegate.control_plane.throttle import FailedAuthThrottle
@@ -32,7 +33,6 @@ from leasegate.db.browse import BrowseRepository
 from leasegate.routing.lease_ceiling import default_prior
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
-from leasegate.web.wiring import Stores
 
 
 @dataclass

@@ -30,6 +30,7 @@ from leasegate.proxy.models import list_models, retrieve_model
 from leasegate.proxy.quota_view import QuotaView
 from leasegate.proxy.runtime import InFlight, ProxyRuntime
 from leasegate.proxy.spend import SpendGate
+from leasegate.proxy.stores import open_proxy_stores
 from leasegate.proxy.tenant_budgets import TenantBudgetWatch
 from leasegate.upstream.clients import UpstreamClients
 from leasegate.web.app_base import plain_app
@@ -38,7 +39,7 @@ from leasegate.web.ops import ops_routes, store_probes
 from leasegate.web.quota_metrics import QuotaGauges
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.store_metrics import StoreMetrics
-from leasegate.web.wiring import ProxyStores, open_proxy_stores
+from leasegate.web.wiring import ProxyStores
 
 if TYPE_CHECKING:
     from leasegate.proxy.spans import RequestTracer

@@ -55,7 +55,7 @@ from leasegate.upstream.failures import (
     stream_failure,
     stream_observation,
 )
-from leasegate.upstream.sse import StreamScanner
+from leasegate.upstream.sse import StreamScanner, usage_from_body
 from leasegate.wire.headers import ACCOUNT_HEADER, REQUEST_ID_HEADER
 from leasegate.wire.headers import CONTEXT_FALLBACK_HEADER as _CONTEXT_FALLBACK
 
@@ -245,7 +245,7 @@ class BufferedRelay(_Relay):
             now = self._runtime.clock.now().timestamp()
             wait = rate_limit_wait_s(upstream.headers, self._buckets, now)
             observation = replace(observation, rate_limit_wait_s=wait)
-        usage = wire.usage_from_body(body) if upstream.is_success else NO_USAGE
+        usage = usage_from_body(wire, body) if upstream.is_success else NO_USAGE
         return self._ended(observation, usage), body, None
 
 

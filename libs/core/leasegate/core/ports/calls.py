@@ -1,6 +1,6 @@
 """How a store reports each call it makes, for the store metrics
 (`leasegate.web.store_metrics`): the Redis clients (`leasegate.kv.redis_timed`), the asyncpg
-pool (`leasegate.db.pg_pool`) and SQLAlchemy's engine (`leasegate.db.engine_timing`) each
+pool (`leasegate.pg.pool`) and SQLAlchemy's engine (`leasegate.db.engine_timing`) each
 time their calls and hand them to one of these, without knowing about Prometheus."""
 
 from __future__ import annotations

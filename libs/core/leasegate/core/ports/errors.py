@@ -9,7 +9,7 @@
                             a violated constraint): the same call can never succeed.
 
 The adapters (`leasegate.db`, `leasegate.kv`) translate their drivers' exceptions into these at
-their boundary (`leasegate.db.errors`, `leasegate.kv.errors`); nothing above them sees a
+their boundary (`leasegate.pg.errors`, `leasegate.kv.errors`); nothing above them sees a
 SQLAlchemy, asyncpg, sqlite3 or redis exception. The refusals a store decides on purpose
 (`DispatchLeaseHeld` and the others of `leasegate.core.ports.storage`) are not failures and
 are not StoreErrors.

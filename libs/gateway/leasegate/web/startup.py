@@ -12,7 +12,7 @@ from leasegate.web.access_log import AccessLog
 from leasegate.web.logs import configure_logging
 from leasegate.web.ops import unconfigured_accounts
 
-log = logging.getLogger("leasegate.cli")
+log = logging.getLogger("leasegate.startup")
 
 
 def prepare_process(config: Config) -> None:
@@ -45,13 +45,3 @@ def settle_heap() -> None:
     read) pays for: up to a seventh of a renewal's CPU in the profile."""
     gc.collect()
     gc.freeze()
-
-
-def warn_per_process_console_key(config: Config) -> None:
-    """A control plane without LEASEGATE_CONSOLE_SECRET signs console sessions with a key of
-    its own: fine for one process, a sign-in loop behind a load balancer over several."""
-    if config.settings.console_secret is None:
-        log.warning(
-            "LEASEGATE_CONSOLE_SECRET is unset: console sessions are valid on this process "
-            "only; set the same secret on every control-plane replica"
-        )

@@ -4,8 +4,8 @@ A server started against a database that `leasegate migrate` has not brought up 
 release would answer every mint 503; readiness says so instead, naming the migrations that
 are missing. The migrations are read from their files (their `revision` and `down_revision`
 assignments, parsed with `ast`), so neither Alembic nor SQLAlchemy is imported: a proxy never
-loads them. The folder is the wheel's bundled copy or the source checkout's (`migrations/`),
-the same one `leasegate migrate` runs (leasegate.db.migrate).
+loads them. The folder is the leasegate-gateway wheel's bundled copy or the source checkout's
+(`libs/gateway/migrations/`), the same one `leasegate migrate` runs (leasegate.db.migrate).
 
 A database at a revision this release does not know was migrated by a newer release (during a
 rolling upgrade the old pods still serve): ready. Once the schema was seen at or past this
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parents[1]  # .../leasegate (installed or libs/leasegate)
+_PACKAGE = Path(__file__).resolve().parent  # .../leasegate (site-packages or libs/gateway)
 _BUNDLED = _PACKAGE / "_migrations"  # present in a built wheel
-_SOURCE = Path(__file__).resolve().parents[3] / "migrations"  # a source checkout
+_SOURCE = Path(__file__).resolve().parents[1] / "migrations"  # a source checkout: libs/gateway/
 
 
 def migrations_folder() -> Path | None:

@@ -27,8 +27,6 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-import orjson
-
 from leasegate.core.ports.quota import Bucket, QuotaDimension
 
 
@@ -159,14 +157,6 @@ class Wire(ABC):
     def error_event(self, code: str, message: str, error_type: str = "api_error") -> bytes:
         """An SSE error event in this wire's own shape, so the caller's SDK raises on it.
         `message` goes to the caller: it must never carry a credential or upstream text."""
-
-    def usage_from_body(self, body: bytes) -> Usage:
-        """Usage of a non-streaming JSON answer; empty when the body is not a JSON object."""
-        try:
-            obj = orjson.loads(body)  # depth-limited in C: no RecursionError to fear
-        except orjson.JSONDecodeError:
-            return Usage()
-        return self.usage(obj) if isinstance(obj, dict) else Usage()
 
 
 MODEL_SLOT = "{model}"

@@ -1,9 +1,10 @@
-"""Run a server command under uvicorn: one process, or N worker processes on one port.
+"""Serve an app under uvicorn: one process, or N worker processes on one port. Each deployable's
+composition root (`leasegate.proxy.main`, `leasegate.control_plane.main`) serves through here.
 
 `--workers N` (N > 1) uses uvicorn's own supervisor: the parent binds the port once and
-starts N processes that each import an app factory (leasegate.cli.factories) and accept on
-the shared socket; a worker that dies is replaced. `dev` is one process by design (its
-stores live in the process).
+starts N processes that each import the deployable's app factory (`<package>.main:app`) and
+accept on the shared socket; a worker that dies is replaced. `dev` is one process by design
+(its stores live in the process).
 
 A clean stop on SIGTERM or SIGINT exits 0: uvicorn would re-raise the signal after draining,
 which makes the process look killed (exit 143) to `make` and shells.
@@ -11,7 +12,6 @@ which makes the process look killed (exit 143) to `make` and shells.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 from collections.abc import Generator
@@ -26,11 +26,7 @@ from leasegate.web.header_deadline import header_deadline_protocol
 
 _WORKER_HEALTHCHECK_S = 30
 
-WORKER_HTTP_PROTOCOL = "leasegate.cli.factories:WorkerHttpProtocol"
-FACTORIES = {
-    "control-plane": "leasegate.cli.factories:control_plane_app",
-    "proxy": "leasegate.cli.factories:proxy_app",
-}
+WORKER_HTTP_PROTOCOL = "leasegate.web.worker_http:WorkerHttpProtocol"
 
 
 class _Server(uvicorn.Server):
@@ -63,15 +59,25 @@ def _options(config: Config, host: str, port: int) -> dict[str, Any]:
     }
 
 
+def server(app: ASGIApp, config: Config, host: str, port: int) -> uvicorn.Server:
+    """A uvicorn server for `app` with the gateway's options, to run in a loop of the
+    caller's (`serve` runs one in its own)."""
+    return _Server(uvicorn.Config(app, **_options(config, host, port)))
+
+
 def serve(app: ASGIApp, config: Config, host: str, port: int) -> int:
-    server = _Server(uvicorn.Config(app, **_options(config, host, port)))
-    server.run()
+    """Serve `app` in this process until SIGTERM or SIGINT; 0 after a clean stop, 3 when it
+    never started (the port taken, say)."""
+    server_ = server(app, config, host, port)
+    server_.run()
+    return 0 if server_.started else 3
     return 0 if server.started else 3
 
 
-def serve_workers(command: str, workers: int, config: Config, host: str, port: int) -> int:
+def serve_workers(factory: str, workers: int, config: Config, host: str, port: int) -> int:
+    """`factory` ("module:function") is imported by each worker and builds its app."""
     uv_config = uvicorn.Config(
-        FACTORIES[command],
+        factory,
         factory=True,
         workers=workers,
         # A worker answers the supervisor's liveness ping only once its interpreter has
@@ -82,22 +88,3 @@ def serve_workers(command: str, workers: int, config: Config, host: str, port: i
     socket = uv_config.bind_socket()
     Multiprocess(uv_config, sockets=[socket]).run()
     return 0
-
-
-def serve_with_demo(app: ASGIApp, config: Config, host: str, port: int, demo_port: int) -> int:
-    """`serve`, with the demo upstream listening on `demo_port` in the same event loop. The
-    demo upstream is imported here, so only `leasegate demo` loads it."""
-    from leasegate.demo.upstream import MockUpstream
-
-    server = _Server(uvicorn.Config(app, **_options(config, host, port)))
-
-    async def both() -> None:
-        upstream = MockUpstream()
-        await upstream.start("127.0.0.1", demo_port)
-        try:
-            await server.serve()
-        finally:
-            await upstream.stop()
-
-    asyncio.run(both())
-    return 0 if server.started else 3

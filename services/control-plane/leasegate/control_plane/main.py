@@ -1,0 +1,83 @@
+"""The control plane's composition root: `leasegate-control-plane` (and `leasegate
+control-plane`), and the app factory each `--workers N` process imports (`app`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from starlette.types import ASGIApp
+
+from leasegate.config import Config, ConfigError, Settings, load_config
+from leasegate.control_plane.app import create_control_plane_app
+from leasegate.web.serve import serve, serve_workers
+from leasegate.web.startup import prepare_process, with_access_log
+
+DEFAULT_PORT = 8080
+
+log = logging.getLogger("leasegate.startup")
+
+
+def check(settings: Settings, workers: int) -> None:
+    """What a production control plane needs beyond valid settings; ConfigError otherwise."""
+    if settings.redis_url is None:
+        raise ConfigError(
+            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
+            "(use `leasegate dev` for the single-process embedded mode)"
+        )
+    if settings.control_token is None:
+        raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
+    if workers > 1 and settings.console_secret is None:
+        # each worker would sign console sessions with a key of its own: a sign-in made on
+        # one is refused by the others, so half the console's requests bounce to sign-in
+        raise ConfigError(
+            "LEASEGATE_CONSOLE_SECRET: required with --workers > 1 (the same on every "
+            "control-plane process, e.g. `openssl rand -hex 32`)"
+        )
+
+
+def run(config: Config, host: str, port: int, workers: int) -> int:
+    """Serve the control plane (`config` already validated, the process prepared)."""
+    check(config.settings, workers)
+    warn_per_process_console_key(config)
+    if workers > 1:
+        return serve_workers("leasegate.control_plane.main:app", workers, config, host, port)
+    return serve(with_access_log(create_control_plane_app(config), config), config, host, port)
+
+
+def app() -> ASGIApp:
+    """One `--workers N` process's app: it reads the environment the parent validated."""
+    config = load_config()
+    prepare_process(config)
+    return with_access_log(create_control_plane_app(config), config)
+
+
+def warn_per_process_console_key(config: Config) -> None:
+    """A control plane without LEASEGATE_CONSOLE_SECRET signs console sessions with a key of
+    its own: fine for one process, a sign-in loop behind a load balancer over several."""
+    if config.settings.console_secret is None:
+        log.warning(
+            "LEASEGATE_CONSOLE_SECRET is unset: console sessions are valid on this process "
+            "only; set the same secret on every control-plane replica"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="leasegate-control-plane", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--workers", type=int, default=1, help="processes serving one port")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config()
+        prepare_process(config)
+        return run(config, args.host, args.port, args.workers)
+    except ConfigError as exc:
+        sys.stderr.write(f"leasegate-control-plane: configuration error: {exc}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
