@@ -24,10 +24,11 @@ from leasegate.control_plane.console.web import (
     page,
 )
 from leasegate.control_plane.tenant_views import budgets_view
-from leasegate.control_plane.usage import start_of_day, usage_view
+from leasegate.control_plane.usage import usage_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.ids import DISPATCH_PART
 from leasegate.core.ports.usage import Grouping, UsageReader
+from leasegate.spend import period_start
 from leasegate.wire import TenantBudgetBody
 
 _GROUPS: tuple[tuple[Grouping, str], ...] = (
@@ -46,8 +47,7 @@ def spend_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
         session = await auth.session(request)
         now = deps.clock.now()
         end = now + timedelta(microseconds=1)
-        day = start_of_day(now)
-        month = day.replace(day=1)
+        day, month = period_start(now, "day"), period_start(now, "month")
         tables = []
         for grouping, label in _GROUPS:
             tables.append(
