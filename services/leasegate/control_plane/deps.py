@@ -27,7 +27,7 @@ from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
 from leasegate.providers import kind_named
-from leasegate.routing.lease_ceiling import LeaseRate, default_prior, prior_rate
+from leasegate.routing.lease_ceiling import LeaseRate, prior_rate
 from leasegate.routing.quota import declared_quota
 from leasegate.routing.residency import UNRESTRICTED, Residency
 from leasegate.routing.selection import (
@@ -120,9 +120,10 @@ class Limits:
     lease_probe: int | None = None
     """The live leases a pair nothing is known of is filled to while the pool has room
     elsewhere (`Facts.probe`); None: no such bound."""
-    lease_prior_requests_per_s: float | None = None
-    """The requests per second a lease of a pair never measured is assumed to send when no
-    pair of the pool was measured either (`lease_ceiling.default_prior`); None: no prior."""
+    lease_prior: LeaseRate | None = None
+    """What a lease of a pair never measured is assumed to spend when no pair of the pool was
+    measured either (`lease_ceiling.default_prior`, the one the rate meter starts from);
+    None: no prior (a test's pool bounded by the operator's ceilings alone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +279,8 @@ class LazyFacts:
 def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate]) -> Facts:
     """No account's facts yet; the measured lease rates and the pool's prior."""
     rates = deps.lease_rates.current() if deps.lease_rates is not None else {}
-    wanted = deps.limits.lease_prior_requests_per_s
-    default = None if wanted is None else default_prior(wanted)
     pool = {(c.account.id, c.served_model) for c in candidates}
-    prior = prior_rate((rate for pair, rate in rates.items() if pair in pool), default)
+    prior = prior_rate((r for pair, r in rates.items() if pair in pool), deps.limits.lease_prior)
     return Facts(
         now=now.timestamp(),
         lease_rates=rates,

@@ -29,7 +29,7 @@ from leasegate.control_plane.usage import UsageDeps
 from leasegate.core.clock import Clock
 from leasegate.db.audit import AuditRepository
 from leasegate.db.browse import BrowseRepository
-from leasegate.routing.lease_ceiling import default_prior
+from leasegate.routing.lease_ceiling import LeaseRate, default_prior
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
 from leasegate.web.wiring import Stores
@@ -70,12 +70,13 @@ class ControlRuntime:
 
     def __post_init__(self) -> None:
         store = self.stores.store
+        prior = default_prior(self.settings.lease_prior_requests_per_s)
         self.lease_rates = LeaseRateMeter(
             store,
             [a.id for a in self.registry.accounts],
             self.clock,
             every_s=self.settings.lease_rate_interval_s,
-            prior=default_prior(self.settings.lease_prior_requests_per_s),
+            prior=prior,
         )
         self.overlay = AdminOverlay(
             AuditRepository(self.stores.database),
@@ -99,7 +100,7 @@ class ControlRuntime:
             every_s=self.settings.spend_reconcile_interval_s,
             chain_keep_s=self.settings.key_max_ttl_s,
         )
-        self.services = self._mint_deps()
+        self.services = self._mint_deps(prior)
         self.callers = Callers(self.auth, self.failed_auth, self.clock)
         self.accounts = AccountsDeps(
             registry=self.registry,
@@ -152,7 +153,7 @@ class ControlRuntime:
             revoker=self.services,
         )
 
-    def _mint_deps(self) -> MintDeps:
+    def _mint_deps(self, prior: LeaseRate) -> MintDeps:
         settings = self.settings
         return MintDeps(
             clock=self.clock,
@@ -169,7 +170,7 @@ class ControlRuntime:
                 fair_share_window_s=settings.fair_share_window_s,
                 tenant_shares=settings.tenant_shares,
                 tenant_residency=residency_of(settings.tenant_residency),
-                lease_prior_requests_per_s=settings.lease_prior_requests_per_s,
+                lease_prior=prior,
                 lease_probe=settings.lease_probe_leases,
                 lease_spread=settings.lease_spread_share,
             ),
