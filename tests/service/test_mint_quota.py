@@ -202,6 +202,22 @@ async def test_the_spreading_share_gives_way_when_nobody_else_has_room() -> None
     assert caught.value.code == "no-eligible-account"
 
 
+async def test_a_session_fills_its_account_past_the_spreading_share_to_the_whole_ceiling() -> None:
+    """`a` sustains 4 leases; at a spreading share of 0.5 a walk moves on after 2, but the
+    dispatches of one session follow their affinity to `a` until its whole ceiling is held;
+    then the walk, past it, places the next on `b`."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 4), sustaining("b", 4)
+    )
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_spread=0.5))
+    placed = []
+    for n in range(5):
+        minted = await mint(c.deps, body(f"d{n}", affinity="session-7"))
+        placed.append((minted.view.account_id, minted.view.affinity_hit))
+    assert placed == [("a", False), ("a", True), ("a", True), ("a", True), ("b", False)]
+    assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
+
+
 async def test_concurrent_mints_spread_as_a_lone_one_does() -> None:
     """Four mints at once, nothing known of either account: the probe (2) is held under the
     reservation's lock, so they do not all see an empty first account and land there."""

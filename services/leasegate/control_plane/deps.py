@@ -176,8 +176,9 @@ class LazyFacts:
         self._read_to = start
         self._now = now
         self.facts = _empty_facts(deps, now, candidates)
-        self._past_bounds: Literal["spread", "probe"] | None = None
-        """Which advisory bound the last selection placed past (nobody had room), if any."""
+        self._past_bounds: Literal["spread", "probe", "affinity"] | None = None
+        """Which advisory bound the last selection placed past (nobody had room), if any;
+        `affinity`: the affinity's account took the mint, up to its whole ceiling."""
 
     @classmethod
     async def read(
@@ -243,19 +244,22 @@ class LazyFacts:
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The ceiling the reservation holds the selected candidate to: the advisory bounds'
-        unless the walk placed past them."""
+        unless the walk placed past them, or the affinity's account took the mint (it may
+        fill its account to the whole ceiling, `routing.selection.affinity_code`)."""
         if self._past_bounds == "probe":
             return candidate.account.lease_capacity  # probed: none is set
-        facts = self.facts.unbounded() if self._past_bounds == "spread" else self.facts
-        return facts.ceiling(candidate)
+        whole = self._past_bounds in ("spread", "affinity")
+        return (self.facts.unbounded() if whole else self.facts).ceiling(candidate)
 
     async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
-        """Why the affinity's account cannot take the mint (None: it can;
-        `routing.selection.affinity_code`), reading its facts first when the walk has not
-        (it may stand anywhere in the pool)."""
+        """Why the affinity's account cannot take the mint (None: it can, and `ceiling` is
+        then its whole ceiling; `routing.selection.affinity_code`), reading its facts first
+        when the walk has not (it may stand anywhere in the pool)."""
         if not self._start <= candidate.position < self._read_to:
             self.facts = await _chunk_facts(self._deps, [candidate], self.facts, self._now)
-        return affinity_code(candidate, self.facts, wait_s)
+        code = affinity_code(candidate, self.facts, wait_s)
+        self._past_bounds = "affinity" if code is None else None
+        return code
 
     def mark_full(self, candidate: Candidate) -> None:
         """The reservation found this account at its ceiling: the walk passes over it."""
