@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leasegate.control_plane.console.deps import ConsoleDeps, ConsoleRecords
-from leasegate.control_plane.console.web import ConsoleAuth, page
+from leasegate.control_plane.console.web import ConsoleAuth, console_router, page
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.views import evidence_view
 from leasegate.core.clock import Clock, iso
@@ -70,7 +70,7 @@ def key_life(key: KeyRecord, now: datetime) -> list[LifeEvent]:
 
 
 def read_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/dispatches")
     async def dispatches(

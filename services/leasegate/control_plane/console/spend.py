@@ -20,6 +20,7 @@ from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.web import (
     ConsoleAuth,
     acting_form,
+    console_router,
     message,
     page,
 )
@@ -40,7 +41,7 @@ _ROWS = 100
 
 
 def spend_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/spend")
     async def spend(request: Request, done: int | None = None) -> Response:

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from leasegate.control_plane.console.charts import HEIGHT, WIDTH, Bar, bars
 from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.reads import DEFAULT_WINDOW, WINDOWS
-from leasegate.control_plane.console.web import ConsoleAuth, page, unknown_filter
+from leasegate.control_plane.console.web import ConsoleAuth, console_router, page, unknown_filter
 from leasegate.core.ports.browse import TrafficPoint
 
 RANGES = {name: w.bucket_s for name, w in WINDOWS.items() if w.bucket_s is not None}
@@ -74,7 +74,7 @@ def account_traffic(
 
 
 def traffic_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/traffic")
     async def traffic(request: Request, within: str = DEFAULT_RANGE) -> Response:
