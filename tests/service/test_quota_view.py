@@ -9,28 +9,14 @@ from collections.abc import Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leasegate.accounts import parse_accounts
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.providers import Usage
 from leasegate.proxy.quota_view import SILENT_EVERY_S, QuotaView
 from leasegate.routing.quota import Estimate
 from tests.fixtures.control import StepClock
+from tests.fixtures.quota import REGISTRY
 
-REGISTRY = parse_accounts(
-    {
-        "accounts": [
-            {
-                "id": "a",
-                "provider": "openai",
-                "base_url": "https://api.example",
-                "credential_env": "LEASEGATE_CRED_A",
-                "models": {"m": "m", "local": {"served": "local", "rpm": 1, "output_estimate": 7}},
-            }
-        ]
-    },
-    {"LEASEGATE_CRED_A"},
-)
 COST = Estimate(10, 10)
 
 
