@@ -49,3 +49,23 @@ async def test_operator_cli(
 
     monkeypatch.delenv("LEASEGATE_ADMIN_TOKEN")
     assert await leasegate("accounts", "list", *url) == 2
+
+
+@pytest.mark.parametrize("mode", ["embedded"])
+async def test_a_change_its_body_refuses_is_never_sent(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A budget without a bound fails the request body's own checks: the CLI says why, with
+    nothing sent, and the chain still has no record."""
+    monkeypatch.setenv("LEASEGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+    url = ("--url", gateway.url)
+
+    budget = ("tenants", "budget", "acme/web", "--period", "day", "--reason", "x", *url)
+    assert await leasegate(*budget) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "leasegate: invalid-request (not sent): "
+        "a budget needs a period and max_tokens, max_cost or both\n"
+    )
+    assert await leasegate("audit", "verify", *url) == 3  # no record: nothing was changed
+    assert "chain absent  revision 0" in capsys.readouterr().out

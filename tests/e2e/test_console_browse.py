@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from leasegate.demo.upstream import MockUpstream
-from tests.e2e.test_console_http import csrf_of, revision, signed_in
+from tests.fixtures.console import csrf_of, revision, signed_in
 from tests.fixtures.databases import create_database, drop_database, pg_url
 from tests.fixtures.gateways import (
     ADMIN_TOKEN,

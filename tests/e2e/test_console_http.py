@@ -4,13 +4,12 @@ accepted, and that bad input is a 4xx page, never a 5xx. (The browser tests driv
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.fixtures.console import csrf_of, revision, signed_in
 from tests.fixtures.gateways import (
     ADMIN_TOKEN,
     CONTROL_TOKEN,
@@ -32,28 +31,6 @@ PAGES = [
     "/console/spend",
     "/console/audit",
 ]
-
-
-@asynccontextmanager
-async def signed_in(gateway: Gateway, token: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with local_client(base_url=gateway.url) as client:
-        answer = await client.post("/console/sign-in", data={"token": token})
-        assert answer.status_code == 303, answer.text
-        yield client
-
-
-async def csrf_of(client: httpx.AsyncClient) -> tuple[str, int]:
-    html = (await client.get("/console/actions")).text
-    csrf = re.search(r'name="csrf" value="([^"]+)"', html)
-    revision = re.search(r'id="page-revision">(\d+)<', html)
-    assert csrf is not None
-    assert revision is not None
-    return csrf.group(1), int(revision.group(1))
-
-
-async def revision(gateway: Gateway) -> int:
-    value: int = (await gateway.control_get("/accounts"))["revision"]
-    return value
 
 
 async def test_without_a_session_every_page_redirects_to_sign_in(gateway: Gateway) -> None:

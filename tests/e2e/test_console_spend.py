@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from html import unescape
 
-from tests.e2e.test_console_http import signed_in
+from tests.fixtures.console import signed_in
 from tests.fixtures.gateways import ADMIN_TOKEN, CONTROL_TOKEN, Gateway
 from tests.fixtures.servers import local_client
 

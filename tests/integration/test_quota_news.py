@@ -22,7 +22,7 @@ from leasegate.kv.quota_redis import RedisQuotaStore
 from leasegate.providers import Usage
 from leasegate.proxy.quota_view import QuotaView
 from leasegate.routing.quota import Estimate
-from tests.service.test_quota_view import REGISTRY
+from tests.fixtures.quota import REGISTRY
 
 pytestmark = pytest.mark.redis
 

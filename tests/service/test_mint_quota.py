@@ -16,7 +16,7 @@ from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.quota import Bucket, Quota
 from leasegate.kv.quota_memory import InProcessQuotaStore
-from leasegate.routing.lease_ceiling import LeaseRate
+from leasegate.routing.lease_ceiling import LeaseRate, default_prior
 from tests.fixtures.control import (
     SERVED,
     T0,
@@ -142,12 +142,13 @@ async def test_declared_limits_bound_an_account_nothing_was_learned_of() -> None
 
 async def test_before_any_spend_is_measured_the_default_prior_bounds_a_known_quota() -> None:
     """Nothing measured yet: a lease is assumed to send one request of 1,256 tokens a second
-    (`lease_prior_requests_per_s` 1). `a` refills 3 requests and 3,000 tokens a second: two
-    such leases, so the third mint goes to the next account."""
+    (`default_prior(1.0)`: the setting `lease_prior_requests_per_s` 1). `a` refills 3
+    requests and 3,000 tokens a second: two such leases, so the third mint goes to the next
+    account."""
     c = await with_quotas(
         control(account("a"), account("b")), sustaining("a", 3), sustaining("b", 5), rated=False
     )
-    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_prior_requests_per_s=1.0))
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_prior=default_prior(1.0)))
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
     assert placed == ["a", "a", "b"]
     assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
@@ -199,6 +200,22 @@ async def test_the_spreading_share_gives_way_when_nobody_else_has_room() -> None
     with pytest.raises(GatewayError) as caught:
         await mint(c.deps, body("d7"))
     assert caught.value.code == "no-eligible-account"
+
+
+async def test_a_session_fills_its_account_past_the_spreading_share_to_the_whole_ceiling() -> None:
+    """`a` sustains 4 leases; at a spreading share of 0.5 a walk moves on after 2, but the
+    dispatches of one session follow their affinity to `a` until its whole ceiling is held;
+    then the walk, past it, places the next on `b`."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 4), sustaining("b", 4)
+    )
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_spread=0.5))
+    placed = []
+    for n in range(5):
+        minted = await mint(c.deps, body(f"d{n}", affinity="session-7"))
+        placed.append((minted.view.account_id, minted.view.affinity_hit))
+    assert placed == [("a", False), ("a", True), ("a", True), ("a", True), ("b", False)]
+    assert skipped(last_decision(c)) == [("a", "quota-exhausted")]
 
 
 async def test_concurrent_mints_spread_as_a_lone_one_does() -> None:

@@ -9,28 +9,14 @@ from collections.abc import Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leasegate.accounts import parse_accounts
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.providers import Usage
-from leasegate.proxy.quota_view import QuotaView
+from leasegate.proxy.quota_view import SILENT_EVERY_S, QuotaView
 from leasegate.routing.quota import Estimate
 from tests.fixtures.control import StepClock
+from tests.fixtures.quota import REGISTRY
 
-REGISTRY = parse_accounts(
-    {
-        "accounts": [
-            {
-                "id": "a",
-                "provider": "openai",
-                "base_url": "https://api.example",
-                "credential_env": "LEASEGATE_CRED_A",
-                "models": {"m": "m", "local": {"served": "local", "rpm": 1, "output_estimate": 7}},
-            }
-        ]
-    },
-    {"LEASEGATE_CRED_A"},
-)
 COST = Estimate(10, 10)
 
 
@@ -209,3 +195,15 @@ async def test_a_pair_answering_without_headers_is_told_to_the_store_once_a_minu
     assert store.calls == 2
     await other.refresh()
     assert not other.watches("a", "m")
+    calls = store.calls
+    clock.advance(SILENT_EVERY_S - 1)  # still within the minute: nothing to write
+    one.answered("a", "m", {}, COST, Usage(), clock.now().timestamp())
+    await one.flush()
+    assert store.calls == calls
+    clock.advance(1)  # a minute since the last statement: told again
+    later = clock.now().timestamp()
+    one.answered("a", "m", {}, COST, Usage(), later)
+    await one.flush()
+    assert store.calls == calls + 1
+    stated = (await store.snapshot([("a", "m")], later))[("a", "m")]
+    assert (stated.buckets, stated.observed_at) == ({}, later)

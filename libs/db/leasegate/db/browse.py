@@ -127,8 +127,8 @@ class BrowseRepository:
                 selected=int(selected),
                 refused=int(refused),
                 max_hop=int(hop),
-                first_at=_aware(first),
-                last_at=_aware(last),
+                first_at=first,
+                last_at=last,
             )
             for t, d, n, selected, refused, hop, first, last in rows
         ]
@@ -168,10 +168,3 @@ class BrowseRepository:
             return cast(func.floor(seconds / width), Integer)
         # SQLite keeps naive UTC text: strftime('%s') reads it as UTC seconds
         return cast(func.strftime("%s", _E.started_at), Integer) // width  # integer division
-
-
-def _aware(value: datetime | str) -> datetime:
-    """min/max over a SQLite column come back as its stored text, not through the type."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -27,7 +27,7 @@ from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import MintStore
 from leasegate.core.records import AdminState, KeyRecord
 from leasegate.providers import kind_named
-from leasegate.routing.lease_ceiling import LeaseRate, default_prior, prior_rate
+from leasegate.routing.lease_ceiling import LeaseRate, prior_rate
 from leasegate.routing.quota import declared_quota
 from leasegate.routing.residency import UNRESTRICTED, Residency
 from leasegate.routing.selection import (
@@ -120,9 +120,10 @@ class Limits:
     lease_probe: int | None = None
     """The live leases a pair nothing is known of is filled to while the pool has room
     elsewhere (`Facts.probe`); None: no such bound."""
-    lease_prior_requests_per_s: float | None = None
-    """The requests per second a lease of a pair never measured is assumed to send when no
-    pair of the pool was measured either (`lease_ceiling.default_prior`); None: no prior."""
+    lease_prior: LeaseRate | None = None
+    """What a lease of a pair never measured is assumed to spend when no pair of the pool was
+    measured either (`lease_ceiling.default_prior`, the one the rate meter starts from);
+    None: no prior (a test's pool bounded by the operator's ceilings alone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +176,9 @@ class LazyFacts:
         self._read_to = start
         self._now = now
         self.facts = _empty_facts(deps, now, candidates)
-        self._past_bounds: Literal["spread", "probe"] | None = None
-        """Which advisory bound the last selection placed past (nobody had room), if any."""
+        self._past_bounds: Literal["spread", "probe", "affinity"] | None = None
+        """Which advisory bound the last selection placed past (nobody had room), if any;
+        `affinity`: the affinity's account took the mint, up to its whole ceiling."""
 
     @classmethod
     async def read(
@@ -242,19 +244,22 @@ class LazyFacts:
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The ceiling the reservation holds the selected candidate to: the advisory bounds'
-        unless the walk placed past them."""
+        unless the walk placed past them, or the affinity's account took the mint (it may
+        fill its account to the whole ceiling, `routing.selection.affinity_code`)."""
         if self._past_bounds == "probe":
             return candidate.account.lease_capacity  # probed: none is set
-        facts = self.facts.unbounded() if self._past_bounds == "spread" else self.facts
-        return facts.ceiling(candidate)
+        whole = self._past_bounds in ("spread", "affinity")
+        return (self.facts.unbounded() if whole else self.facts).ceiling(candidate)
 
     async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
-        """Why the affinity's account cannot take the mint (None: it can;
-        `routing.selection.affinity_code`), reading its facts first when the walk has not
-        (it may stand anywhere in the pool)."""
+        """Why the affinity's account cannot take the mint (None: it can, and `ceiling` is
+        then its whole ceiling; `routing.selection.affinity_code`), reading its facts first
+        when the walk has not (it may stand anywhere in the pool)."""
         if not self._start <= candidate.position < self._read_to:
             self.facts = await _chunk_facts(self._deps, [candidate], self.facts, self._now)
-        return affinity_code(candidate, self.facts, wait_s)
+        code = affinity_code(candidate, self.facts, wait_s)
+        self._past_bounds = "affinity" if code is None else None
+        return code
 
     def mark_full(self, candidate: Candidate) -> None:
         """The reservation found this account at its ceiling: the walk passes over it."""
@@ -278,10 +283,8 @@ class LazyFacts:
 def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate]) -> Facts:
     """No account's facts yet; the measured lease rates and the pool's prior."""
     rates = deps.lease_rates.current() if deps.lease_rates is not None else {}
-    wanted = deps.limits.lease_prior_requests_per_s
-    default = None if wanted is None else default_prior(wanted)
     pool = {(c.account.id, c.served_model) for c in candidates}
-    prior = prior_rate((rate for pair, rate in rates.items() if pair in pool), default)
+    prior = prior_rate((r for pair, r in rates.items() if pair in pool), deps.limits.lease_prior)
     return Facts(
         now=now.timestamp(),
         lease_rates=rates,

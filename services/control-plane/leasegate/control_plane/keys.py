@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Protocol
 
 from leasegate.control_plane.decision import Asked, Chosen, Start, decision_of
@@ -21,20 +20,13 @@ from leasegate.core.ports.storage import (
     AdminStateMoved,
     CitedDecisionSuperseded,
     KeyNotLive,
+    KeyRevoker,
     LeaseCapacityExhausted,
 )
-from leasegate.core.records import REVOKED, KeyRecord, MintDecision, RevokeReason
+from leasegate.core.records import REVOKED, KeyRecord, MintDecision
 from leasegate.keys import new_key
 from leasegate.routing.selection import filter_code
 from leasegate.wire import KeyInfo, MintAnswer
-
-
-class KeyRevoker(Protocol):
-    """The store's single revoke seam (`LeaseStore.revoke_key`)."""
-
-    async def revoke_key(
-        self, key_id: str, reason: RevokeReason, now: datetime
-    ) -> tuple[KeyRecord | None, bool]: ...
 
 
 class Revoking(Protocol):

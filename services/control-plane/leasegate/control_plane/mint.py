@@ -193,8 +193,7 @@ async def _walk(
                 return Refusal(start, over_share)
         chosen = outcome.candidate
         try:
-            # an affinity may fill its account to the whole ceiling (`affinity_code`)
-            ceiling = live.facts.unbounded().ceiling(chosen) if hit else live.ceiling(chosen)
+            ceiling = live.ceiling(chosen)
             with step("mint.commit"):  # one transaction: reserve the lease, record, commit
                 return await _commit(
                     deps,

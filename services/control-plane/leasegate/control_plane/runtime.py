@@ -30,7 +30,7 @@ from leasegate.control_plane.usage import UsageDeps
 from leasegate.core.clock import Clock
 from leasegate.db.audit import AuditRepository
 from leasegate.db.browse import BrowseRepository
-from leasegate.routing.lease_ceiling import default_prior
+from leasegate.routing.lease_ceiling import LeaseRate, default_prior
 from leasegate.web.auth import TokenAuthority
 from leasegate.web.spend_totals import SpendTotals, settle_seconds
 
@@ -45,24 +45,14 @@ class ControlRuntime:
     mint_metrics: MintMetrics
     overlay: AdminOverlay = field(init=False)
     """The operators' account states, folded from the audit chain."""
-    spend_today: TodaysSpend = field(init=False)
-    """Each account's usage since midnight, for the accounts view."""
-    totals: SpendTotals = field(init=False)
-    """Running spend totals, rebuilt from evidence when the spend store lost them."""
     reconciler: SpendReconciler = field(init=False)
     """Brings the totals back to evidence; started by the app's lifespan."""
-    services: MintDeps = field(init=False)
-    """The collaborators of mint, hops, renewal and revocation (`deps.py`)."""
     lease_rates: LeaseRateMeter = field(init=False)
     """What a live lease spends per second, measured in the background (adaptive ceilings)."""
-    failed_auth: FailedAuthThrottle = field(init=False, default_factory=FailedAuthThrottle)
-    """Wrong tokens per client address: the console's sign-in and the API's bearer tokens."""
-    callers: Callers = field(init=False)
     accounts: AccountsDeps = field(init=False)
     """The accounts view's and the capacity gauges' reads."""
     tenant_reads: TenantReads = field(init=False)
     """The tenant views' and the budget gauge's reads."""
-    admin: AdminDeps = field(init=False)
     routes: ControlDeps = field(init=False)
     """What `routes.control_router` is built from."""
     console: ConsoleDeps = field(init=False)
@@ -70,12 +60,13 @@ class ControlRuntime:
 
     def __post_init__(self) -> None:
         store = self.stores.store
+        prior = default_prior(self.settings.lease_prior_requests_per_s)
         self.lease_rates = LeaseRateMeter(
             store,
             [a.id for a in self.registry.accounts],
             self.clock,
             every_s=self.settings.lease_rate_interval_s,
-            prior=default_prior(self.settings.lease_prior_requests_per_s),
+            prior=prior,
         )
         self.overlay = AdminOverlay(
             AuditRepository(self.stores.database),
@@ -83,8 +74,10 @@ class ControlRuntime:
             self.settings.audit_key,
             self.clock,
         )
-        self.spend_today = TodaysSpend(store, self.clock)
-        self.totals = SpendTotals(
+        # each account's usage since midnight, for the accounts view
+        spend_today = TodaysSpend(store, self.clock)
+        # running spend totals, rebuilt from evidence when the spend store lost them
+        totals = SpendTotals(
             self.stores.spend,
             store,
             self.registry,
@@ -93,14 +86,16 @@ class ControlRuntime:
         )
         self.reconciler = SpendReconciler(
             self.overlay,
-            self.totals,
+            totals,
             store,
             self.clock,
             every_s=self.settings.spend_reconcile_interval_s,
             chain_keep_s=self.settings.key_max_ttl_s,
         )
-        self.services = self._mint_deps()
-        self.callers = Callers(self.auth, self.failed_auth, self.clock)
+        # the collaborators of mint, hops, renewal and revocation (`deps.py`)
+        services = self._mint_deps(prior, totals)
+        # wrong tokens per client address: the console's sign-in and the API's bearer tokens
+        callers = Callers(self.auth, FailedAuthThrottle(), self.clock)
         self.accounts = AccountsDeps(
             registry=self.registry,
             clock=self.clock,
@@ -109,50 +104,54 @@ class ControlRuntime:
             leases=store,
             slots=self.stores.slots,
             overlay=self.overlay,
-            spend_today=self.spend_today,
+            spend_today=spend_today,
         )
-        self.tenant_reads = TenantReads(
-            self.overlay, self.totals, self.clock, self.registry.currency
+        self.tenant_reads = TenantReads(self.overlay, totals, self.clock, self.registry.currency)
+        admin = AdminDeps(
+            callers, self.overlay, self.registry, self.stores.revocations, self.accounts
         )
-        self.admin = AdminDeps(
-            self.callers, self.overlay, self.registry, self.stores.revocations, self.accounts
-        )
-        tenants = TenantDeps(self.callers, self.overlay, self.reconciler, self.tenant_reads)
+        tenants = TenantDeps(callers, self.overlay, self.reconciler, self.tenant_reads)
         self.routes = ControlDeps(
-            callers=self.callers,
-            mint=self.services,
+            callers=callers,
+            mint=services,
             mint_metrics=self.mint_metrics,
             records=store,
             accounts=self.accounts,
-            admin=self.admin,
+            admin=admin,
             usage=UsageDeps(store, self.clock, self.registry.currency),
             tenants=tenants,
         )
-        self.console = self._console_deps(tenants)
-
-    def _console_deps(self, tenants: TenantDeps) -> ConsoleDeps:
-        settings = self.settings
-        return ConsoleDeps(
-            sessions=SessionDeps(
-                callers=self.callers,
+        self.console = self._console_deps(
+            SessionDeps(
+                callers=callers,
                 open_sessions=self.stores.console_sessions,
-                secret=settings.console_secret,
-                ttl_s=float(settings.console_session_ttl_s),
+                secret=self.settings.console_secret,
+                ttl_s=float(self.settings.console_session_ttl_s),
             ),
+            admin,
+            tenants,
+            services,
+        )
+
+    def _console_deps(
+        self, sessions: SessionDeps, admin: AdminDeps, tenants: TenantDeps, services: MintDeps
+    ) -> ConsoleDeps:
+        return ConsoleDeps(
+            sessions=sessions,
             clock=self.clock,
             registry=self.registry,
             accounts=self.accounts,
             overlay=self.overlay,
-            admin=self.admin,
+            admin=admin,
             tenants=tenants,
             usage=self.stores.store,
             records=self.stores.store,
             browse=BrowseRepository(self.stores.database),
             witness=self.stores.witness,
-            revoker=self.services,
+            revoker=services,
         )
 
-    def _mint_deps(self) -> MintDeps:
+    def _mint_deps(self, prior: LeaseRate, totals: SpendTotals) -> MintDeps:
         settings = self.settings
         return MintDeps(
             clock=self.clock,
@@ -169,11 +168,11 @@ class ControlRuntime:
                 fair_share_window_s=settings.fair_share_window_s,
                 tenant_shares=settings.tenant_shares,
                 tenant_residency=residency_of(settings.tenant_residency),
-                lease_prior_requests_per_s=settings.lease_prior_requests_per_s,
+                lease_prior=prior,
                 lease_probe=settings.lease_probe_leases,
                 lease_spread=settings.lease_spread_share,
             ),
-            spend=self.totals,
+            spend=totals,
             quota=self.stores.quota,
             lease_rates=self.lease_rates,
         )

@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from leasegate.core.clock import Clock
 from leasegate.core.ports.usage import UsageGroup, UsageReader
-
-
-def start_of_day(now: datetime) -> datetime:
-    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+from leasegate.spend import period_start
 
 
 class TodaysSpend:
@@ -22,7 +19,7 @@ class TodaysSpend:
 
     async def by_account(self) -> dict[str | None, UsageGroup]:
         now = self._clock.now()
-        day = start_of_day(now)
+        day = period_start(now, "day")
         cached = self._cached
         if (
             cached is not None

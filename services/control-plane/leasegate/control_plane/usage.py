@@ -16,15 +16,12 @@ from typing import Annotated, cast
 
 from fastapi import APIRouter, Query
 
-from leasegate.control_plane.spend_today import start_of_day
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.usage import GROUPINGS, Grouping, UsageGroup, UsageReader
+from leasegate.spend import period_start
 from leasegate.wire import UsageGroup as UsageGroupView
 from leasegate.wire import UsageReport
-
-# start_of_day lives in spend_today; named here too for the console's Spend page
-__all__ = ["UsageDeps", "start_of_day", "usage_report", "usage_router", "usage_view"]
 
 DEFAULT_GROUPS = "account,model"
 
@@ -67,7 +64,7 @@ async def usage_report(
     """One page of groups of the window (today so far by default); `invalid-request` for a
     window that ends before it starts, an instant without a zone or an unknown grouping."""
     now = deps.clock.now()
-    start = instant(since, "since") if since else start_of_day(now)
+    start = instant(since, "since") if since else period_start(now, "day")
     end = instant(until, "until") if until else now + timedelta(microseconds=1)
     if end <= start:
         raise GatewayError("invalid-request", "until must be after since")

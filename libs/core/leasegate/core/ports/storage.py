@@ -131,7 +131,16 @@ class LeaseCounts(Protocol):
         ...
 
 
-class LeaseStore(KeyReader, LeaseCounts, Protocol):
+class KeyRevoker(Protocol):
+    """The single seam that ends one key (an API or console revocation)."""
+
+    async def revoke_key(
+        self, key_id: str, reason: RevokeReason, now: datetime
+    ) -> tuple[KeyRecord | None, bool]:
+        """(the record after, whether this call ended the key). Unknown key: (None, False)."""
+
+
+class LeaseStore(KeyReader, LeaseCounts, KeyRevoker, Protocol):
     """Mints, renewals and revocations. A lease is a live key row: nothing else to keep in step.
 
     A key is live while `revoked_at IS NULL AND expires_at > now`; every path that ends one
@@ -181,11 +190,6 @@ class LeaseStore(KeyReader, LeaseCounts, Protocol):
         LeaseCapacityExhausted (only when capacity was lowered below what is held),
         CitedDecisionSuperseded, and AdminStateMoved as `commit_mint` does.
         """
-
-    async def revoke_key(
-        self, key_id: str, reason: RevokeReason, now: datetime
-    ) -> tuple[KeyRecord | None, bool]:
-        """(the record after, whether this call ended the key). Unknown key: (None, False)."""
 
     async def revoke_account_keys(
         self, account_id: str, reason: RevokeReason, now: datetime

@@ -16,6 +16,7 @@ from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.web import (
     ConsoleAuth,
     acting_form,
+    console_router,
     message,
     page,
     unknown_filter,
@@ -31,7 +32,7 @@ KEY_ROWS = 200
 
 
 def key_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/keys")
     async def live_keys(

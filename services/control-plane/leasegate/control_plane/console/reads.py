@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from leasegate.control_plane.console.deps import ConsoleDeps, ConsoleRecords
-from leasegate.control_plane.console.web import ConsoleAuth, page
+from leasegate.control_plane.console.web import ConsoleAuth, console_router, page
 from leasegate.control_plane.decisions import dispatch_decisions
 from leasegate.control_plane.views import evidence_view
 from leasegate.core.clock import Clock, iso
@@ -26,11 +26,21 @@ DECISION_OUTCOMES: tuple[str, ...] = get_args(DecisionOutcome)
 DISPATCH_ROWS = 100
 DEFAULT_WINDOW = "1h"
 _EVIDENCE_ROWS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    span: timedelta
+    bucket_s: int | None
+    """The Traffic page's bar in seconds (30 to 60 bars); None: not charted there (a chart
+    reads every evidence row of its range: a week would cost seven days' rows)."""
+
+
 WINDOWS = {
-    "15m": timedelta(minutes=15),
-    "1h": timedelta(hours=1),
-    "24h": timedelta(days=1),
-    "7d": timedelta(days=7),
+    "15m": Window(timedelta(minutes=15), 30),
+    "1h": Window(timedelta(hours=1), 60),
+    "24h": Window(timedelta(days=1), 1800),
+    "7d": Window(timedelta(days=7), None),
 }
 """The time ranges of the evidence, dispatches and traffic pages (within the last ...)."""
 
@@ -60,7 +70,7 @@ def key_life(key: KeyRecord, now: datetime) -> list[LifeEvent]:
 
 
 def read_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/dispatches")
     async def dispatches(
@@ -109,7 +119,7 @@ def read_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
             return page(request, "dispatches.html", context, session=session, status=400)
         now = deps.clock.now()
         context["recent"] = await deps.browse.recent_dispatches(
-            now - WINDOWS[filters["within"]],
+            now - WINDOWS[filters["within"]].span,
             now + timedelta(microseconds=1),
             tenant=tenant or None,
             outcome=cast("DecisionOutcome", outcome) if outcome else None,
@@ -143,7 +153,7 @@ def read_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
             account_id=account or None,
             served_model=model or None,
             outcome=outcome or None,
-            since=deps.clock.now() - WINDOWS[within] if within else None,
+            since=deps.clock.now() - WINDOWS[within].span if within else None,
             limit=_EVIDENCE_ROWS,
         )
         now = deps.clock.now()

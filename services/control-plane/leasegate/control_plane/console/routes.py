@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -32,9 +31,10 @@ from leasegate.control_plane.console.traffic import traffic_pages
 from leasegate.control_plane.console.web import (
     STATIC_DIR,
     ConsoleAuth,
-    SessionStoreDown,
+    ConsoleUnavailable,
     SignInRequired,
     acting_form,
+    console_router,
     csrf_refused,
     form_fields,
     message,
@@ -44,7 +44,6 @@ from leasegate.control_plane.console.web import (
 from leasegate.control_plane.deps import OverlayRecords
 from leasegate.control_plane.overlay import StateChange
 from leasegate.core.errors import GatewayError, retry_after_header
-from leasegate.core.ports.errors import StoreError
 
 log = logging.getLogger("leasegate.console")
 
@@ -60,21 +59,14 @@ def install_console(app: FastAPI, deps: ConsoleDeps) -> None:
     async def on_sign_in_required(_: Request, __: Exception) -> Response:
         return to_sign_in()
 
-    async def on_session_store_down(request: Request, _: Exception) -> Response:
-        response = message(
-            request,
-            None,
-            503,
-            "Sessions unavailable",
-            "The store that keeps console sessions does not answer, so signing in, signing "
-            "out and acting are refused for now: nothing was changed. Try again shortly.",
-        )
+    async def on_unavailable(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ConsoleUnavailable)  # noqa: S101 - registered for this type
+        response = message(request, None, 503, exc.title, exc.text)
         response.headers["Retry-After"] = retry_after_header(STORE_DOWN_RETRY_S)
         return response
 
     app.add_exception_handler(SignInRequired, on_sign_in_required)
-    app.add_exception_handler(SessionStoreDown, on_session_store_down)
-    _store_down_as_a_page(app)
+    app.add_exception_handler(ConsoleUnavailable, on_unavailable)
     _retire_at_start_up(app, auth)
     app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
     app.include_router(_session_pages(auth))
@@ -83,33 +75,6 @@ def install_console(app: FastAPI, deps: ConsoleDeps) -> None:
     app.include_router(spend_pages(deps, auth))
     app.include_router(key_pages(deps, auth))
     app.include_router(traffic_pages(deps, auth))
-
-
-def _store_down_as_a_page(app: FastAPI) -> None:
-    """A console page whose database or Redis read failed answers a 503 page saying so (with
-    Retry-After); the API keeps its JSON envelope (the handler installed before this one)."""
-    api_handler = app.exception_handlers.get(StoreError)
-
-    async def on_store_error(request: Request, exc: Exception) -> Response:
-        if not request.url.path.startswith("/console") and api_handler is not None:
-            answered = api_handler(request, exc)
-            return await answered if inspect.isawaitable(answered) else answered
-        reason = exc.reason if isinstance(exc, StoreError) else type(exc).__name__
-        log.error("console store unavailable", extra={"path": request.url.path, "error": reason})
-        response = message(
-            request,
-            None,
-            503,
-            "Store unavailable",
-            "The database or Redis did not answer, so this page cannot be shown now. Try "
-            "again shortly. If you sent a form, reload its page to see whether it took "
-            "effect: sending it again is safe (a change already made is refused as stale, "
-            "a key already revoked stays revoked).",
-        )
-        response.headers["Retry-After"] = retry_after_header(STORE_DOWN_RETRY_S)
-        return response
-
-    app.add_exception_handler(StoreError, on_store_error)
 
 
 def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
@@ -134,7 +99,7 @@ def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
 
 
 def _session_pages(auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
     callers = auth.callers
     throttle = callers.throttle  # one budget with the API's bearer tokens
 
@@ -182,7 +147,7 @@ def _session_pages(auth: ConsoleAuth) -> APIRouter:
 
 
 def _pool_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/pool")
     async def pool(request: Request) -> Response:

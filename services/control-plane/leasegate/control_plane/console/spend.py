@@ -20,14 +20,16 @@ from leasegate.control_plane.console.deps import ConsoleDeps
 from leasegate.control_plane.console.web import (
     ConsoleAuth,
     acting_form,
+    console_router,
     message,
     page,
 )
 from leasegate.control_plane.tenant_views import budgets_view
-from leasegate.control_plane.usage import start_of_day, usage_view
+from leasegate.control_plane.usage import usage_view
 from leasegate.core.errors import GatewayError
 from leasegate.core.ids import DISPATCH_PART
 from leasegate.core.ports.usage import Grouping, UsageReader
+from leasegate.spend import period_start
 from leasegate.wire import TenantBudgetBody
 
 _GROUPS: tuple[tuple[Grouping, str], ...] = (
@@ -39,15 +41,14 @@ _ROWS = 100
 
 
 def spend_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/spend")
     async def spend(request: Request, done: int | None = None) -> Response:
         session = await auth.session(request)
         now = deps.clock.now()
         end = now + timedelta(microseconds=1)
-        day = start_of_day(now)
-        month = day.replace(day=1)
+        day, month = period_start(now, "day"), period_start(now, "month")
         tables = []
         for grouping, label in _GROUPS:
             tables.append(

@@ -14,16 +14,13 @@ from starlette.responses import Response
 
 from leasegate.control_plane.console.charts import HEIGHT, WIDTH, Bar, bars
 from leasegate.control_plane.console.deps import ConsoleDeps
-from leasegate.control_plane.console.web import ConsoleAuth, page, unknown_filter
+from leasegate.control_plane.console.reads import DEFAULT_WINDOW, WINDOWS
+from leasegate.control_plane.console.web import ConsoleAuth, console_router, page, unknown_filter
 from leasegate.core.ports.browse import TrafficPoint
 
-RANGES: dict[str, tuple[timedelta, int]] = {
-    "15m": (timedelta(minutes=15), 30),
-    "1h": (timedelta(hours=1), 60),
-    "24h": (timedelta(days=1), 1800),
-}
-"""Each time range the page offers, with its bucket in seconds (30 to 60 bars)."""
-DEFAULT_RANGE = "1h"
+RANGES = {name: w.bucket_s for name, w in WINDOWS.items() if w.bucket_s is not None}
+"""The time ranges this page offers (`reads.WINDOWS` that have a bucket), to their bucket."""
+DEFAULT_RANGE = DEFAULT_WINDOW
 NO_ACCOUNT = "(no account)"
 
 
@@ -77,16 +74,16 @@ def account_traffic(
 
 
 def traffic_pages(deps: ConsoleDeps, auth: ConsoleAuth) -> APIRouter:
-    router = APIRouter(prefix="/console", include_in_schema=False)
+    router = console_router()
 
     @router.get("/traffic")
     async def traffic(request: Request, within: str = DEFAULT_RANGE) -> Response:
         session = await auth.session(request)
         if within not in RANGES:
-            return unknown_filter(request, session, "Time range: 15m, 1h or 24h.")
-        span, bucket_s = RANGES[within]
+            return unknown_filter(request, session, f"Time range: {', '.join(RANGES)}.")
+        bucket_s = RANGES[within]
         until = deps.clock.now() + timedelta(microseconds=1)
-        since = until - span
+        since = until - WINDOWS[within].span
         starts = bucket_starts(since, until, bucket_s)
         points = await deps.browse.traffic(starts[0], until, bucket_s, account_ids=())
         accounts = [a.id for a in deps.registry.accounts]

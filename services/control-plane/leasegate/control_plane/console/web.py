@@ -6,11 +6,13 @@ import asyncio
 import hmac
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
+from fastapi import APIRouter
+from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
@@ -50,9 +52,62 @@ class SignInRequired(Exception):
     """No valid session: the handler answers 303 to the sign-in page."""
 
 
-class SessionStoreDown(Exception):
+class ConsoleUnavailable(Exception):
+    """A store the page needs does not answer: the handler answers a 503 page saying which
+    (`title`, `text`), with Retry-After."""
+
+    title: ClassVar[str]
+    text: ClassVar[str]
+
+
+class SessionStoreDown(ConsoleUnavailable):
     """The store of open sessions cannot answer, and the request must not go on without it
-    (signing in or out, a form that acts): the handler answers 503 with Retry-After."""
+    (signing in or out, a form that acts)."""
+
+    title = "Sessions unavailable"
+    text = (
+        "The store that keeps console sessions does not answer, so signing in, signing "
+        "out and acting are refused for now: nothing was changed. Try again shortly."
+    )
+
+
+class StoreDown(ConsoleUnavailable):
+    """A read or a change of a console page failed in the database or Redis (a `StoreError`
+    its route raised: `ConsoleRoute`)."""
+
+    title = "Store unavailable"
+    text = (
+        "The database or Redis did not answer, so this page cannot be shown now. Try "
+        "again shortly. If you sent a form, reload its page to see whether it took "
+        "effect: sending it again is safe (a change already made is refused as stale, "
+        "a key already revoked stays revoked)."
+    )
+
+
+class ConsoleRoute(APIRoute):
+    """A console page's route: a `StoreError` out of it becomes `StoreDown`, so the page
+    answers the console's 503 page while the API's routes keep the JSON envelope
+    (`leasegate.web.errors`)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def console_handler(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except StoreError as exc:
+                log.error(
+                    "console store unavailable",
+                    extra={"path": request.url.path, "error": exc.reason},
+                )
+                raise StoreDown from exc
+
+        return console_handler
+
+
+def console_router() -> APIRouter:
+    """A router of console pages: under /console, out of the OpenAPI document."""
+    return APIRouter(prefix="/console", include_in_schema=False, route_class=ConsoleRoute)
 
 
 RETIRE_RETRY_S = 5.0
