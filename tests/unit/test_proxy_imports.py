@@ -4,8 +4,8 @@ resident memory for nothing: FastAPI (its app is Starlette alone), SQLAlchemy an
 untraced, the span makers (`leasegate.proxy.spans`, `leasegate.web.server_spans`).
 
 Checked in a fresh interpreter, where `sys.modules` is the truth, importing what
-`leasegate proxy` imports (the CLI and the proxy's composition root) and building the app, not serving
-it: nothing connects to the stores."""
+`leasegate proxy` imports (the CLI and the proxy's composition root) and building the app,
+not serving it: nothing connects to the stores."""
 
 from __future__ import annotations
 
