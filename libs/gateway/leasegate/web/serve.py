@@ -12,17 +12,20 @@ which makes the process look killed (exit 143) to `make` and shells.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import signal
-from collections.abc import Generator
+import sys
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.supervisors import Multiprocess
 
-from leasegate.config import Config
+from leasegate.config import Config, ConfigError, load_config
 from leasegate.web.header_deadline import header_deadline_protocol
+from leasegate.web.startup import prepare_process
 
 _WORKER_HEALTHCHECK_S = 30
 
@@ -88,3 +91,27 @@ def serve_workers(factory: str, workers: int, config: Config, host: str, port: i
     socket = uv_config.bind_socket()
     Multiprocess(uv_config, sockets=[socket]).run()
     return 0
+
+
+Run = Callable[[Config, str, int, int], int]
+"""A deployable's `run(config, host, port, workers)`: serve until stopped, the exit status."""
+
+
+def command(
+    prog: str, doc: str | None, default_port: int, run: Run, argv: Sequence[str] | None
+) -> int:
+    """A deployable's own command (`leasegate-proxy`, `leasegate-control-plane`): `--host`,
+    `--port`, `--workers`; the whole configuration validated first (exit 2 with one line
+    when it is wrong), then `run`."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=default_port)
+    parser.add_argument("--workers", type=int, default=1, help="processes serving one port")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config()
+        prepare_process(config)
+        return run(config, args.host, args.port, args.workers)
+    except ConfigError as exc:
+        sys.stderr.write(f"{prog}: configuration error: {exc}\n")
+        return 2

@@ -3,16 +3,14 @@ control-plane`), and the app factory each `--workers N` process imports (`app`).
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from collections.abc import Sequence
 
 from starlette.types import ASGIApp
 
 from leasegate.config import Config, ConfigError, Settings, load_config
 from leasegate.control_plane.app import create_control_plane_app
-from leasegate.web.serve import serve, serve_workers
+from leasegate.web.serve import command, serve, serve_workers
 from leasegate.web.startup import prepare_process, with_access_log
 
 DEFAULT_PORT = 8080
@@ -65,18 +63,7 @@ def warn_per_process_console_key(config: Config) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="leasegate-control-plane", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--workers", type=int, default=1, help="processes serving one port")
-    args = parser.parse_args(argv)
-    try:
-        config = load_config()
-        prepare_process(config)
-        return run(config, args.host, args.port, args.workers)
-    except ConfigError as exc:
-        sys.stderr.write(f"leasegate-control-plane: configuration error: {exc}\n")
-        return 2
+    return command("leasegate-control-plane", __doc__, DEFAULT_PORT, run, argv)
 
 
 if __name__ == "__main__":

@@ -5,15 +5,13 @@ none of them."""
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 
 from starlette.types import ASGIApp
 
 from leasegate.config import Config, ConfigError, Settings, load_config
 from leasegate.proxy.app import create_proxy_app
-from leasegate.web.serve import serve, serve_workers
+from leasegate.web.serve import command, serve, serve_workers
 from leasegate.web.startup import prepare_process, with_access_log
 
 DEFAULT_PORT = 8081
@@ -44,18 +42,7 @@ def app() -> ASGIApp:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="leasegate-proxy", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--workers", type=int, default=1, help="processes serving one port")
-    args = parser.parse_args(argv)
-    try:
-        config = load_config()
-        prepare_process(config)
-        return run(config, args.host, args.port, args.workers)
-    except ConfigError as exc:
-        sys.stderr.write(f"leasegate-proxy: configuration error: {exc}\n")
-        return 2
+    return command("leasegate-proxy", __doc__, DEFAULT_PORT, run, argv)
 
 
 if __name__ == "__main__":
