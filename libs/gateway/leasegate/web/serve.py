@@ -23,9 +23,9 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.supervisors import Multiprocess
 
-from leasegate.config import Config, ConfigError, load_config
+from leasegate.config import Config, ConfigError, Settings, load_config
 from leasegate.web.header_deadline import header_deadline_protocol
-from leasegate.web.startup import prepare_process
+from leasegate.web.startup import prepare_process, with_access_log
 
 _WORKER_HEALTHCHECK_S = 30
 
@@ -115,3 +115,34 @@ def command(
     except ConfigError as exc:
         sys.stderr.write(f"{prog}: configuration error: {exc}\n")
         return 2
+
+
+def require_redis(settings: Settings) -> None:
+    """Separate server processes share their stores through Redis; ConfigError without it."""
+    if settings.redis_url is None:
+        raise ConfigError(
+            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
+            "(use `leasegate dev` for the single-process embedded mode)"
+        )
+
+
+def serve_deployable(
+    build: Callable[[Config], ASGIApp],
+    factory: str,
+    config: Config,
+    host: str,
+    port: int,
+    workers: int,
+) -> int:
+    """Serve the app `build` makes: in this process, or in `workers` processes that each
+    import `factory` (the deployable's `main:app`, which calls `worker_app(build)`)."""
+    if workers > 1:
+        return serve_workers(factory, workers, config, host, port)
+    return serve(with_access_log(build(config), config), config, host, port)
+
+
+def worker_app(build: Callable[[Config], ASGIApp]) -> ASGIApp:
+    """One `--workers N` process's app: it reads the environment the parent validated."""
+    config = load_config()
+    prepare_process(config)
+    return with_access_log(build(config), config)

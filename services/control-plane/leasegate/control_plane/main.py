@@ -8,23 +8,19 @@ from collections.abc import Sequence
 
 from starlette.types import ASGIApp
 
-from leasegate.config import Config, ConfigError, Settings, load_config
+from leasegate.config import Config, ConfigError, Settings
 from leasegate.control_plane.app import create_control_plane_app
-from leasegate.web.serve import command, serve, serve_workers
-from leasegate.web.startup import prepare_process, with_access_log
+from leasegate.web.serve import command, require_redis, serve_deployable, worker_app
 
 DEFAULT_PORT = 8080
+FACTORY = "leasegate.control_plane.main:app"
 
 log = logging.getLogger("leasegate.startup")
 
 
 def check(settings: Settings, workers: int) -> None:
     """What a production control plane needs beyond valid settings; ConfigError otherwise."""
-    if settings.redis_url is None:
-        raise ConfigError(
-            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
-            "(use `leasegate dev` for the single-process embedded mode)"
-        )
+    require_redis(settings)
     if settings.control_token is None:
         raise ConfigError("LEASEGATE_CONTROL_TOKEN: required outside dev mode")
     if workers > 1 and settings.console_secret is None:
@@ -40,16 +36,11 @@ def run(config: Config, host: str, port: int, workers: int) -> int:
     """Serve the control plane (`config` already validated, the process prepared)."""
     check(config.settings, workers)
     warn_per_process_console_key(config)
-    if workers > 1:
-        return serve_workers("leasegate.control_plane.main:app", workers, config, host, port)
-    return serve(with_access_log(create_control_plane_app(config), config), config, host, port)
+    return serve_deployable(create_control_plane_app, FACTORY, config, host, port, workers)
 
 
 def app() -> ASGIApp:
-    """One `--workers N` process's app: it reads the environment the parent validated."""
-    config = load_config()
-    prepare_process(config)
-    return with_access_log(create_control_plane_app(config), config)
+    return worker_app(create_control_plane_app)
 
 
 def warn_per_process_console_key(config: Config) -> None:

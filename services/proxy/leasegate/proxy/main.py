@@ -9,36 +9,27 @@ from collections.abc import Sequence
 
 from starlette.types import ASGIApp
 
-from leasegate.config import Config, ConfigError, Settings, load_config
+from leasegate.config import Config, Settings
 from leasegate.proxy.app import create_proxy_app
-from leasegate.web.serve import command, serve, serve_workers
-from leasegate.web.startup import prepare_process, with_access_log
+from leasegate.web.serve import command, require_redis, serve_deployable, worker_app
 
 DEFAULT_PORT = 8081
+FACTORY = "leasegate.proxy.main:app"
 
 
 def check(settings: Settings) -> None:
     """What a production proxy needs beyond valid settings; ConfigError otherwise."""
-    if settings.redis_url is None:
-        raise ConfigError(
-            "LEASEGATE_REDIS_URL: required for separate control-plane and proxy processes "
-            "(use `leasegate dev` for the single-process embedded mode)"
-        )
+    require_redis(settings)
 
 
 def run(config: Config, host: str, port: int, workers: int) -> int:
     """Serve the proxy (`config` already validated, the process prepared)."""
     check(config.settings)
-    if workers > 1:
-        return serve_workers("leasegate.proxy.main:app", workers, config, host, port)
-    return serve(with_access_log(create_proxy_app(config), config), config, host, port)
+    return serve_deployable(create_proxy_app, FACTORY, config, host, port, workers)
 
 
 def app() -> ASGIApp:
-    """One `--workers N` process's app: it reads the environment the parent validated."""
-    config = load_config()
-    prepare_process(config)
-    return with_access_log(create_proxy_app(config), config)
+    return worker_app(create_proxy_app)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
