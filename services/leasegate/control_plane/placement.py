@@ -8,8 +8,9 @@
   same answer on every replica and after any restart, and its TTL is the decision's age.
   An account whose quota only needs a short wait (`AFFINITY_WAIT_S`) for room keeps the session
   (its cache is worth it; the proxy answers the first request with that Retry-After). When
-  the affinity misses, the decision's `passed_over` names the session's account first, with
-  why (`with_miss`), unless the ordered walk passed it over too.
+  the affinity misses, the decision records the session's account and why in fields of its
+  own (`affinity_miss_account_id`, `affinity_miss_code`); `passed_over` stays the ordered
+  walk's.
 - **Fair shares.** Once this control plane has itself refused *another* tenant a mint for
   the model `no-eligible-account` within the window (`Saturation`: the pool was full lately
   for someone else), a selected mint reads every candidate's facts and, when every account
@@ -23,15 +24,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from leasegate.accounts import Candidate
 from leasegate.capacity.fair_share import must_yield
 from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
-from leasegate.core.errors import GatewayError, PassOver
-from leasegate.routing.selection import Facts, NoneEligible, Selected
+from leasegate.core.errors import GatewayError
+from leasegate.routing.selection import Facts
 from leasegate.wire import MintBody
 
 AFFINITY_WAIT_S = 1.0
@@ -53,14 +53,6 @@ async def affinity_candidate(
     if account_id is None:
         return None
     return next((c for c in candidates if c.account.id == account_id), None)
-
-
-def with_miss(outcome: Selected | NoneEligible, miss: PassOver | None) -> Selected | NoneEligible:
-    """The walk's outcome, its `passed_over` led by the affinity's miss (the session's account
-    and why it was not taken) unless the walk passed that account over itself."""
-    if miss is None or any(p.account_id == miss.account_id for p in outcome.passed_over):
-        return outcome
-    return replace(outcome, passed_over=(miss, *outcome.passed_over))
 
 
 def pool_capacity(candidates: Sequence[Candidate], facts: Facts) -> int | None:
