@@ -224,10 +224,13 @@ async def _walk(
             live = await LazyFacts.read(deps, candidates, position, residency)
         except LeaseCapacityExhausted:
             if hit:  # the affinity's account filled meanwhile: the ordered walk, past it
-                live.mark_full(chosen)
+                live.mark_full(chosen, ceiling)
                 miss, follow = PassOver(chosen.account.id, _full_code(chosen, ceiling)), None
                 continue
-            # past the end of the candidates, the walk answers NoneEligible with these
+            # past the end of the candidates, the walk answers NoneEligible with these; the
+            # account counts as holding the ceiling it was refused at (the walk may come
+            # back to it past the spreading share, up to its whole ceiling)
+            live.mark_full(chosen, ceiling)
             full = PassOver(chosen.account.id, _full_code(chosen, ceiling))
             passed_over = (*outcome.passed_over, full)
             position = chosen.position + 1
