@@ -11,14 +11,15 @@
   the affinity misses, the decision records the session's account and why in fields of its
   own (`affinity_miss_account_id`, `affinity_miss_code`); `passed_over` stays the ordered
   walk's.
-- **Fair shares.** Once this control plane has itself refused *another* tenant a mint for
-  the model `no-eligible-account` within the window (`Saturation`: the pool was full lately
-  for someone else), a selected mint reads every candidate's facts and, when every account
-  of the pool has a ceiling (the operator's or its quota's), asks the store who holds the
-  pool's leases and whom a full pool turned away lately, on any replica (`PoolDemand`, one
-  round trip); `capacity.fair_share.must_yield` decides. A tenant that must yield is refused
-  `tenant-fair-share-exceeded` (held, retry in 1 s): the gateway never waits. A pool that was
-  not full lately, or full only for this tenant, costs nothing.
+- **Fair shares.** Once this control plane has itself turned a tenant away from the model's
+  pool within the window (`no-eligible-account`, or a fair-share refusal: `Saturation`, the
+  pool was full lately), a selected mint reads every candidate's facts and, when every
+  account of the pool has a ceiling (the operator's or its quota's), asks the store who
+  holds the pool's leases and whom a full pool turned away lately, on any replica
+  (`PoolDemand`, one round trip); `capacity.fair_share.must_yield` decides (a starved
+  tenant's share, and one lease of headroom for each asking tenant below its share). A
+  tenant that must yield is refused `tenant-fair-share-exceeded` (held, retry in 1 s): the
+  gateway never waits. A pool that was not full lately costs nothing.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ async def fair_share_refusal(
     of a tenant the full pool turned away lately; None otherwise (and always, with no read,
     for a pool this control plane has not found full lately or one without ceilings)."""
     window_s = deps.limits.fair_share_window_s
-    if not deps.saturation.others_lately(body.model, body.tenant, now.timestamp(), window_s):
+    if not deps.saturation.lately(body.model, now.timestamp(), window_s):
         return None
     await live.read_all()
     capacity = pool_capacity(candidates, live.facts)
@@ -91,6 +92,8 @@ async def fair_share_refusal(
         body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares
     ):
         return None
+    # the pool is as full for this tenant as a no-eligible-account: the check stays on
+    deps.saturation.refused(body.model, body.tenant, now.timestamp(), window_s)
     return GatewayError(
         "tenant-fair-share-exceeded",
         "this tenant holds its share of a full pool while another waits: retry shortly",
