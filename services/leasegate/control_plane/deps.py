@@ -145,12 +145,6 @@ class MintDeps:
     """When this control plane last found each model's pool full (fair shares)."""
 
 
-REFILL_WAIT_S = 1.0
-"""Past every bound, a mint may go to an account whose bucket is empty now but holds one
-average request again within this long, below its whole sustained ceiling (the proxy answers
-its first request with that short `Retry-After`): about a request's own time, and far below
-the second a refused mint waits before it asks again."""
-
 FIRST_CHUNK = 1
 """Candidates whose live facts a walk reads first (1: a mint whose first candidate is eligible
 reads what a one-account mint reads); each further read doubles what the walk has read."""
@@ -223,8 +217,7 @@ class LazyFacts:
         self, outcome: NoneEligible, position: int, passed_over: tuple[PassOver, ...]
     ) -> Selected | NoneEligible:
         """Nobody has room under the advisory bounds. First past the spreading share (in pool
-        order, up to the whole ceilings); then onto an account whose bucket refills within
-        `REFILL_WAIT_S` (`_refilling`); else, when only probes stand in the way, onto the
+        order, up to the whole ceilings); else, when only probes stand in the way, onto the
         probed account holding the fewest leases (unbounded: concurrent overflow may land on
         one account, but is never refused for the probe's sake); otherwise the refusal
         stands. Only a pair still probed (nothing known of its quota) takes that unbounded
@@ -240,13 +233,6 @@ class LazyFacts:
             lost = {p.account_id: p for p in passed_over if p.account_id != chosen_id}
             walked = tuple(p for p in again.passed_over if p.account_id not in lost)
             return Selected(again.candidate, (*lost.values(), *walked))
-        refilling = self._refilling(unbounded)
-        if refilling is not None:
-            self._past_bounds = "spread"
-            chosen_id = refilling.account.id
-            return Selected(
-                refilling, tuple(p for p in outcome.passed_over if p.account_id != chosen_id)
-            )
         unprobed = replace(unbounded, probe=None)
         probed = [
             c
@@ -260,21 +246,6 @@ class LazyFacts:
         self._past_bounds = "probe"
         skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
         return Selected(chosen, skipped)
-
-    def _refilling(self, unbounded: Facts) -> Candidate | None:
-        """The first account (pool order) of a known quota that is passed over only because its
-        bucket is empty now, with room for an average request within `REFILL_WAIT_S`, below
-        its whole sustained ceiling. A saturated pool's buckets are empty most of the time
-        while their leases are below what the refill sustains: refusing every mint then
-        (`no-eligible-account`, come back in a second) starves new dispatches, and whoever
-        retries most wins the lease, while the leases already held drain the buckets."""
-        for candidate in self._candidates[self._start :]:
-            pair = (candidate.account.id, candidate.served_model)
-            if pair not in unbounded.quotas:
-                continue  # nothing known: the probe's, below
-            if affinity_code(candidate, unbounded, REFILL_WAIT_S) is None:
-                return candidate
-        return None
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The ceiling the reservation holds the selected candidate to: the advisory bounds'
