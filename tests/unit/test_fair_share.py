@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasegate.capacity.fair_share import must_yield, shares
+from leasegate.capacity.fair_share import Saturation, must_yield, shares
 
 TENANTS = ("t0", "t1", "t2", "t3")
 tenants = st.sampled_from(TENANTS)
@@ -134,3 +134,12 @@ def test_a_tenant_below_its_share_that_holds_leases_is_never_turned_away(
         if full or must_yield(tenant, capacity, held, set()):
             continue
         held[tenant] += 1
+
+
+def test_the_pool_counts_as_full_for_a_window_after_anyone_was_turned_away() -> None:
+    saturation = Saturation()
+    assert not saturation.lately("m", 100.0, 3.0)
+    saturation.refused("m", "big", 100.0, 3.0)  # the tenant itself counts: its headroom check
+    assert saturation.lately("m", 103.0, 3.0)
+    assert not saturation.lately("m", 103.5, 3.0)
+    assert not saturation.lately("other-model", 100.0, 3.0)

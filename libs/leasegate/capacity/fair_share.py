@@ -56,10 +56,10 @@ def must_yield(
 
 class Saturation:
     """Which tenants this process last turned away from each model's full pool (refused
-    `no-eligible-account`), and when. A tenant's mint is shared out only while *another*
-    tenant was turned away within the window; until then it spends no read on fairness.
-    Times are epoch seconds, given; entries older than the window are dropped as new ones
-    arrive. A mint refused for fairness is noted too: the pool is as full for that tenant."""
+    `no-eligible-account`, or `tenant-fair-share-exceeded`: the pool is as full for that
+    tenant), and when. Mints are shared out only while some tenant was turned away within
+    the window; until then they spend no read on fairness. Times are epoch seconds, given;
+    entries older than the window are dropped as new ones arrive."""
 
     def __init__(self) -> None:
         self._refused: dict[str, dict[str, float]] = {}
@@ -70,10 +70,6 @@ class Saturation:
             if now - at > window_s:
                 del tenants[other]
         tenants[tenant] = now
-
-    def others_lately(self, model: str, tenant: str, now: float, window_s: float) -> bool:
-        tenants = self._refused.get(model, {})
-        return any(t != tenant and now - at <= window_s for t, at in tenants.items())
 
     def lately(self, model: str, now: float, window_s: float) -> bool:
         """Whether any tenant was turned away from the model's pool within the window (the
