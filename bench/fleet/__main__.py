@@ -183,6 +183,13 @@ def main() -> int:
             f"{run['dispatch_ends']}; mint refusals {run['mint_refusals']}"
         )
         print(
+            "  p99 of first turns (the task's mint included) / later turns, per tenant: "
+            + "; ".join(
+                f"{tenant} {first} s / {later} s"
+                for tenant, (first, later) in run["tenant_p99_first_later_s"].items()
+            )
+        )
+        print(
             f"  by account: failed calls {run['failed_calls_by_account']}; "
             f"upstream 429s {run['upstream_429s_by_account']}"
         )

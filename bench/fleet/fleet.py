@@ -57,6 +57,8 @@ class TurnDone:
     """The mock's own time for it."""
     tokens: int
     account: str
+    index: int = 0
+    """The turn's place in its task (0: the first, whose time includes the task's mint)."""
 
 
 @dataclass
@@ -188,6 +190,7 @@ class Fleet:
                         latency_s(turn.max_tokens),
                         turn.tokens,
                         spec.id,
+                        state.next,
                     )
                 )
                 state.next += 1

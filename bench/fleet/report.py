@@ -57,6 +57,14 @@ def figures(
             name: _round(percentile([t.seconds for t in turns if t.tenant == name], 99))
             for name in tenants
         },
+        "tenant_p99_first_later_s": {
+            name: [
+                _round(percentile([t.seconds for t in mine if t.index == 0], 99)),
+                _round(percentile([t.seconds for t in mine if t.index > 0], 99)),
+            ]
+            for name in tenants
+            for mine in ([t for t in turns if t.tenant == name],)
+        },
         "tenant_turns": {name: sum(1 for t in turns if t.tenant == name) for name in tenants},
         "tenant_given_up": {name: records.given_up.get(name, 0) for name in tenants},
         "utilisation": _utilisation(upstream, seconds),

@@ -230,6 +230,19 @@ async def test_recent_dispatches_filter_by_tenant_and_outcome_and_link_to_their_
         assert f'href="{anchor}"' in evidence
 
 
+async def test_a_dispatchs_chain_shows_whether_its_affinity_was_followed(
+    gateway: Gateway,
+) -> None:
+    first = await gateway.minted(tenant="acme/web", dispatch_id="aff-1", affinity="session-3")
+    assert (await gateway.revoke(first["key_id"])).status_code == 204
+    await gateway.minted(tenant="acme/web", dispatch_id="aff-2", affinity="session-3")
+    async with signed_in(gateway, CONTROL_TOKEN) as client:
+        before = (await client.get("/console/dispatches?tenant=acme/web&dispatch_id=aff-1")).text
+        after = (await client.get("/console/dispatches?tenant=acme/web&dispatch_id=aff-2")).text
+    assert '<dd class="affinity">session-3: nothing served it yet</dd>' in before
+    assert '<dd class="affinity">session-3: followed</dd>' in after
+
+
 async def test_traffic_counts_requests_and_failures_per_account_as_inline_svg(
     gateway: Gateway,
 ) -> None:

@@ -53,3 +53,29 @@ async def test_a_flooding_tenant_leaves_the_freed_lease_to_the_starved_one(pool:
     assert held.value.mint_decision_id is not None
     small = await control.mint("small", "s-1", "gpt-4o")
     assert small.account_id == big[0].account_id
+
+
+async def test_a_missed_affinity_is_recorded_in_a_field_of_its_own(pool: Pool) -> None:
+    """The session's account is full: the mint goes to the next account with room, and the
+    answer and the stored decision name the session's account and why, beside the walk's
+    own `passed_over` (which skipped nothing: the next account is first in the pool)."""
+    control = pool.control
+    holder = await control.mint("other", "d-0", "gpt-4o")  # fills primary
+    first = await control.mint(TENANT, "d-1", "gpt-4o", affinity="session-9")
+    assert (first.account_id, first.affinity_miss) == ("backup", None)
+    await control.revoke(holder.key_id)
+    # backup, the session's account, stays full (`first` is live); primary has room
+    second = await control.mint(TENANT, "d-2", "gpt-4o", affinity="session-9")
+    assert (second.account_id, second.affinity_hit, second.passed_over) == ("primary", False, ())
+    assert second.affinity_miss is not None
+    assert (second.affinity_miss.account_id, second.affinity_miss.code) == (
+        "backup",
+        "lease-capacity-exhausted",
+    )
+    decision = await control.decision(second.mint_decision_id)
+    assert decision.affinity_miss == second.affinity_miss
+    await control.revoke(second.key_id)
+    # the session now lives on primary, and follows it there
+    hit = await control.mint(TENANT, "d-3", "gpt-4o", affinity="session-9")
+    assert hit.account_id == "primary"
+    assert (hit.affinity_hit, hit.affinity_miss) == (True, None)

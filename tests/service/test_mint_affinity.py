@@ -83,7 +83,9 @@ async def test_an_account_that_cannot_serve_breaks_the_affinity(breaks: str, cod
     await mint(c.deps, body("d2", affinity=SESSION))
     second = last_decision(c)
     assert (second.account_id, second.affinity_hit) == ("a", False)
-    assert skipped(second) == [("b", code)]  # the miss and its reason, in the decision
+    # the miss and its reason, in fields of the decision's own; the walk skipped nothing
+    assert (second.affinity_miss_account_id, second.affinity_miss_code) == ("b", code)
+    assert skipped(second) == []
     # the session now lives on `a`: its next dispatch follows it there
     await mint(c.deps, body("d3", affinity=SESSION))
     assert (last_decision(c).account_id, last_decision(c).affinity_hit) == ("a", True)
@@ -167,5 +169,9 @@ async def test_a_session_whose_account_is_throttled_longer_goes_to_the_next_with
     minted = await mint(c.deps, body("d2", affinity=SESSION))
     second = last_decision(c)
     assert (second.account_id, second.affinity_hit) == ("a", False)
-    assert skipped(second) == [("b", "quota-exhausted")]
-    assert [(p.account_id, p.code) for p in minted.view.passed_over] == [("b", "quota-exhausted")]
+    assert (second.affinity_miss_account_id, second.affinity_miss_code) == ("b", "quota-exhausted")
+    assert skipped(second) == []
+    assert minted.view.passed_over == ()
+    miss = minted.view.affinity_miss
+    assert miss is not None
+    assert (miss.account_id, miss.code) == ("b", "quota-exhausted")

@@ -87,17 +87,33 @@ async def test_a_pool_with_an_account_without_ceiling_never_refuses_for_fairness
     assert c.store.pool_reads == 0  # a pool that never fills is never shared out
 
 
-async def test_a_pool_not_found_full_lately_for_another_tenant_costs_no_read() -> None:
+async def test_a_pool_not_found_full_lately_costs_no_read() -> None:
     c = pool()
-    for n in range(5):
-        await attempt(c, BIG, f"b{n}")  # the fifth is refused: full for big alone
+    for n in range(4):
+        await attempt(c, BIG, f"b{n}")
+    assert c.store.pool_reads == 0  # never full: no read
+    assert await attempt(c, BIG, "b4") == "no-eligible-account"  # full, for big alone
     await keys.revoke(c.deps, held(c, BIG)[0])
-    assert await attempt(c, BIG, "b5") in ("a", "b")
-    assert c.store.pool_reads == 0
+    assert await attempt(c, BIG, "b5") in ("a", "b")  # alone, it is never held back
+    assert c.store.pool_reads == 1
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     await keys.revoke(c.deps, held(c, BIG)[0])
     assert await attempt(c, BIG, "b6") == "tenant-fair-share-exceeded"
-    assert c.store.pool_reads == 1
+    assert c.store.pool_reads == 2
+
+
+async def test_a_tenant_below_its_share_finds_the_headroom_kept_for_it() -> None:
+    """Four leases; small holds one (its share is two), big three. A lease frees: big, at
+    its share, leaves it free (one lease of headroom for small) though small was never
+    turned away, and small's next mint takes it at once."""
+    c = pool()
+    assert await attempt(c, SMALL, "s0") in ("a", "b")
+    for n in range(3):
+        await attempt(c, BIG, f"b{n}")
+    assert await attempt(c, BIG, "b3") == "no-eligible-account"  # the pool was full lately
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b4") == "tenant-fair-share-exceeded"
+    assert await attempt(c, SMALL, "s1") in ("a", "b")
 
 
 async def test_a_pool_bounded_by_its_quotas_alone_is_shared_out_too() -> None:

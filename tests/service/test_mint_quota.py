@@ -244,3 +244,22 @@ async def test_a_pair_that_answered_without_headers_is_not_probed() -> None:
     c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_probe=1))
     placed = [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(3)]
     assert placed == ["a", "a", "a"]
+
+
+async def test_concurrent_mints_past_the_spreading_share_never_pass_the_whole_ceilings() -> None:
+    """Twenty mints at once on a pool whose quotas are known (`a` sustains 5, `b` 2, a
+    spreading share of 0.6): a mint that loses the race for `a` at its share, and finds
+    nobody else with room, is placed past the share within the whole ceilings, never past
+    them (the probe's unbounded overflow is for pairs nothing is known of)."""
+    c = await with_quotas(
+        control(account("a"), account("b")), sustaining("a", 5), sustaining("b", 2)
+    )
+    c.deps = replace(c.deps, limits=replace(c.deps.limits, lease_spread=0.6, lease_probe=4))
+    answers = await asyncio.gather(
+        *(mint(c.deps, body(f"d{n}")) for n in range(20)), return_exceptions=True
+    )
+    placed = [a.view.account_id for a in answers if not isinstance(a, BaseException)]
+    refused = [a for a in answers if isinstance(a, BaseException)]
+    assert (placed.count("a"), placed.count("b")) == (5, 2)
+    assert all(isinstance(r, GatewayError) for r in refused)
+    assert {r.code for r in refused if isinstance(r, GatewayError)} == {"no-eligible-account"}

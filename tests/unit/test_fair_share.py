@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasegate.capacity.fair_share import must_yield, shares
+from leasegate.capacity.fair_share import Saturation, must_yield, shares
 
 TENANTS = ("t0", "t1", "t2", "t3")
 tenants = st.sampled_from(TENANTS)
@@ -35,23 +35,48 @@ def test_nobody_below_its_share_is_refused(
         assert not must_yield(tenant, capacity, held, starved, w)
 
 
-@given(tenants, capacities, holdings, weights)
-def test_nobody_is_refused_while_no_other_tenant_starves(
-    tenant: str, capacity: int, held: dict[str, int], w: dict[str, float]
+@given(tenants, capacities, st.integers(0, 20), weights)
+def test_nobody_is_refused_while_no_other_tenant_asks(
+    tenant: str, capacity: int, own: int, w: dict[str, float]
 ) -> None:
+    held = {tenant: own}
     assert not must_yield(tenant, capacity, held, set(), w)
     assert not must_yield(tenant, capacity, held, {tenant}, w)
 
 
+@given(tenants, capacities, holdings, weights)
+def test_with_nobody_starved_only_the_headroom_of_tenants_below_their_shares_is_kept(
+    tenant: str, capacity: int, held: dict[str, int], w: dict[str, float]
+) -> None:
+    """Nobody starved: a tenant yields only the pool's last free leases, one for each other
+    tenant holding leases below its share."""
+    if must_yield(tenant, capacity, held, set(), w):
+        asking = {tenant, *(t for t, n in held.items() if n > 0)}
+        split = shares(capacity, asking, w)
+        below = [t for t in asking - {tenant} if held.get(t, 0) < split[t]]
+        assert below
+        assert capacity - sum(held.values()) <= len(below)
+
+
+def test_a_flooding_tenant_leaves_a_lease_free_for_one_below_its_share() -> None:
+    # 10 leases: big holds 8, small 1 (its share is 5); one lease is free
+    assert must_yield("big", 10, {"big": 8, "small": 1}, set())
+    assert not must_yield("small", 10, {"big": 8, "small": 1}, set())
+    assert not must_yield("big", 10, {"big": 7, "small": 1}, set())  # two free: one is big's
+
+
 @given(tenants, capacities, holdings, st.sets(tenants, min_size=1), weights)
-def test_a_refused_tenant_holds_its_share_and_a_starved_one_less(
+def test_a_refused_tenant_holds_its_share_and_another_is_below_its_own(
     tenant: str, capacity: int, held: dict[str, int], starved: set[str], w: dict[str, float]
 ) -> None:
     if must_yield(tenant, capacity, held, starved, w):
         asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
         split = shares(capacity, asking, w)
         assert held.get(tenant, 0) >= split[tenant]
-        assert any(held.get(t, 0) < split[t] for t in starved - {tenant})
+        below = [t for t in asking - {tenant} if held.get(t, 0) < split[t]]
+        assert any(t in starved for t in below) or (
+            below and capacity - sum(held.values()) <= len(below)
+        )
 
 
 # A pool of `capacity` leases. Each step a lease ends (its holder chosen by the draw) or a
@@ -89,3 +114,32 @@ def test_a_flood_never_takes_a_starved_tenants_share(
         if held["small"] >= capacity / 2:
             starved.discard("small")  # satisfied: its window would pass
     assert sum(held.values()) <= capacity
+
+
+@given(st.integers(4, 30), steps)
+def test_a_tenant_below_its_share_that_holds_leases_is_never_turned_away(
+    capacity: int, run: list[tuple[str, str]]
+) -> None:
+    """Once both ask and nobody is starved, the flooding tenant leaves the pool's last lease
+    free while the small one holds less than its half: the small one's next mint finds room
+    (a simulated pool without any refusal of the small tenant)."""
+    held = {"big": 0, "small": 1}
+    for action, tenant in run:
+        if action == "end":
+            held[tenant] = max(0 if tenant == "big" else 1, held[tenant] - 1)
+            continue
+        full = sum(held.values()) >= capacity
+        if tenant == "small" and held["small"] < capacity / 2:
+            assert not full
+        if full or must_yield(tenant, capacity, held, set()):
+            continue
+        held[tenant] += 1
+
+
+def test_the_pool_counts_as_full_for_a_window_after_anyone_was_turned_away() -> None:
+    saturation = Saturation()
+    assert not saturation.lately("m", 100.0, 3.0)
+    saturation.refused("m", "big", 100.0, 3.0)  # the tenant itself counts: its headroom check
+    assert saturation.lately("m", 103.0, 3.0)
+    assert not saturation.lately("m", 103.5, 3.0)
+    assert not saturation.lately("other-model", 100.0, 3.0)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from leasegate.accounts import DeclaredLimits
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
+from leasegate.routing.lease_ceiling import refill_rate
 from leasegate.routing.quota import (
     DEFAULT_OUTPUT_TOKENS,
     JITTER_MAX_S,
@@ -182,3 +183,44 @@ def test_a_hold_keeps_the_known_request_rate_and_admits_nothing_before_its_end(
     assert bucket.remaining is not None
     refill = (limit - bucket.remaining) / (bucket.reset_at - T0)
     assert rate - 1e-9 <= refill <= rate + 1 / wait + 1e-9
+
+
+@given(
+    limit=st.integers(10, 10_000),
+    fill=st.floats(0.0, 0.95),
+    reset_in=st.floats(0.5, 60.0),
+    spends=st.lists(st.tuples(st.floats(0.0, 0.5), st.integers(0, 50)), max_size=12),
+)
+def test_spending_from_a_headers_bucket_keeps_its_refill_rate(
+    limit: int, fill: float, reset_in: float, spends: list[tuple[float, int]]
+) -> None:
+    """A provider's reset is when the bucket is full again: spending from the view moves it
+    later, so the view refills at the provider's rate however much is spent, and never holds
+    more than a real bucket refilling at that rate (a simulated clock), until it is full."""
+    remaining = int(limit * fill)
+    quota = Quota("a", "m", {"requests": Bucket(limit, remaining, T0 + reset_in)}, "headers", T0)
+    rate = (limit - remaining) / reset_in
+    real, now = float(remaining), T0
+    for wait, count in spends:
+        now += wait
+        real = real + rate * wait
+        if real >= limit:
+            break  # observed full, a bucket tells no rate: the next answer's headers will
+        quota = spent(quota, Estimate(0, 0, requests=count), now)
+        real -= count
+        bucket = quota.buckets["requests"]
+        if bucket.remaining is not None and bucket.remaining < limit:
+            assert refill_rate(bucket, quota.observed_at) == pytest.approx(rate, rel=1e-6)
+        for ahead in (0.0, 0.3, 2.0):
+            held = quota.remaining_at("requests", now + ahead)
+            assert held is not None
+            assert held <= min(float(limit), real + rate * ahead) + 1e-6
+
+
+def test_ten_requests_in_debt_refill_at_the_providers_rate_not_faster() -> None:
+    # 40 a 10 s window, empty, full again in 10 s: 4 a second
+    quota = Quota("a", "m", {"requests": Bucket(40, 0, T0 + 10.0)}, "headers", T0)
+    later = spent(quota, Estimate(0, 0, requests=10), T0 + 8.0)  # holds 32, then 22
+    assert later.remaining_at("requests", T0 + 8.0) == 22
+    assert later.remaining_at("requests", T0 + 9.0) == pytest.approx(26.0)
+    assert later.buckets["requests"].reset_at == pytest.approx(T0 + 12.5)

@@ -110,6 +110,11 @@ class MintDecision:
     """The caller's session or task id the mint asked to stay with (`POST /keys` `affinity`)."""
     affinity_hit: bool = False
     """Selected because the account that last served `affinity` still had room."""
+    affinity_miss_account_id: str | None = None
+    """The account that last served `affinity` when the mint did not go there (null on a hit,
+    and when the affinity named no account yet)."""
+    affinity_miss_code: str | None = None
+    """Why that account was not taken: a pass-over code (`quota-exhausted`, ...)."""
 
 
 @dataclass(frozen=True, slots=True)

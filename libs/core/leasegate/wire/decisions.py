@@ -88,6 +88,10 @@ class Decision(WireModel):
     """The session or task id the mint asked to stay with."""
     affinity_hit: bool = False
     """Selected because the account that last served `affinity` still had room."""
+    affinity_miss: PassOver | None = None
+    """A selected decision that did not follow its `affinity`: the account that last served
+    it and why it was not taken. Null on a hit, with no affinity, and on a refusal (whose
+    `passed_over` names every account)."""
     allowed_providers: tuple[str, ...] | None = None
     """The chain's own data residency (its first mint's; every hop keeps it)."""
     allowed_regions: tuple[str, ...] | None = None

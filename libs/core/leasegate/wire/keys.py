@@ -98,6 +98,9 @@ class MintAnswer(WireModel):
     budget: Budget | None = None
     affinity_hit: bool = False
     """Chosen because the account that last served the mint's `affinity` still had room."""
+    affinity_miss: PassOver | None = None
+    """The account that last served the mint's `affinity` when the mint went elsewhere, and
+    why it was not taken (a pass-over code); null on a hit or when nothing served it yet."""
 
 
 class KeyInfo(WireModel):

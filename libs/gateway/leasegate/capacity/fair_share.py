@@ -5,8 +5,11 @@ are those holding some, those a full pool turned away lately (`starved`), and th
 minting. Each asking tenant's share is the capacity split by weight (default weight 1: equal
 shares). A tenant at or above its share yields to a starved tenant still below its own: its
 mint is refused (held, retry shortly) so that the next lease that frees goes to the starved
-one. Nobody below its share is ever refused for fairness, and while nobody is starved the
-pool is first come, first served (docs/capacity.md).
+one. It also leaves **headroom**: it does not take the pool's last free leases, one for each
+other asking tenant below its share, so a tenant asking for less than its share is served
+at once instead of first being turned away by a full pool. Nobody below its share is ever
+refused for fairness, and while no other tenant asks the pool is first come, first served
+(docs/capacity.md).
 """
 
 from __future__ import annotations
@@ -36,21 +39,27 @@ def must_yield(
     starved: Set[str],
     weights: Mapping[str, float] | None = None,
 ) -> bool:
-    """Whether `tenant`'s next lease would come out of a starved tenant's share: `tenant`
-    holds at least its share while another starved tenant holds less than its own."""
+    """Whether `tenant`'s next lease would come out of another tenant's share: `tenant` holds
+    at least its share, and either another starved tenant holds less than its own, or the
+    pool's free leases are no more than the other asking tenants below their shares (one
+    lease of headroom is left for each)."""
     asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
     share = shares(capacity, asking, weights)
     if held.get(tenant, 0) < share[tenant]:
         return False
-    return any(t != tenant and held.get(t, 0) < share[t] for t in starved)
+    below = [t for t in asking if t != tenant and held.get(t, 0) < share[t]]
+    if any(t in starved for t in below):
+        return True
+    free = capacity - sum(held.values())
+    return bool(below) and free <= len(below)
 
 
 class Saturation:
     """Which tenants this process last turned away from each model's full pool (refused
-    `no-eligible-account`), and when. A tenant's mint is shared out only while *another*
-    tenant was turned away within the window; until then it spends no read on fairness.
-    Times are epoch seconds, given; entries older than the window are dropped as new ones
-    arrive."""
+    `no-eligible-account`, or `tenant-fair-share-exceeded`: the pool is as full for that
+    tenant), and when. Mints are shared out only while some tenant was turned away within
+    the window; until then they spend no read on fairness. Times are epoch seconds, given;
+    entries older than the window are dropped as new ones arrive."""
 
     def __init__(self) -> None:
         self._refused: dict[str, dict[str, float]] = {}
@@ -62,6 +71,7 @@ class Saturation:
                 del tenants[other]
         tenants[tenant] = now
 
-    def others_lately(self, model: str, tenant: str, now: float, window_s: float) -> bool:
-        tenants = self._refused.get(model, {})
-        return any(t != tenant and now - at <= window_s for t, at in tenants.items())
+    def lately(self, model: str, now: float, window_s: float) -> bool:
+        """Whether any tenant was turned away from the model's pool within the window (the
+        pool was full lately: its headroom is kept for the tenants below their shares)."""
+        return any(now - at <= window_s for at in self._refused.get(model, {}).values())

@@ -111,8 +111,25 @@ def _moved(quota: Quota, by: Mapping[QuotaDimension, int], now: float) -> Quota:
         remaining = math.floor(held) - by.get(dimension, 0)
         if bucket.limit is not None:
             remaining = min(remaining, bucket.limit)
-        buckets[dimension] = Bucket(bucket.limit, remaining, bucket.reset_at, bucket.window_s)
+        reset_at = rebased_reset(bucket, quota.observed_at, remaining, now)
+        buckets[dimension] = Bucket(bucket.limit, remaining, reset_at, bucket.window_s)
     return Quota(quota.account_id, quota.model, buckets, quota.source, now)
+
+
+def rebased_reset(bucket: Bucket, observed_at: float, remaining: int, now: float) -> float | None:
+    """The reset of a bucket observed at `observed_at` that holds `remaining` at `now` after a
+    move, at the refill rate it was observed with: a provider's reset is when the bucket is
+    full again, so spending from it puts the reset later. (Kept as it was, the linear refill
+    to it would speed up with every request spent: a bucket 10 requests in debt 2 s before
+    its reset would refill 25 a second instead of 4, admitting what the provider refuses and
+    inflating the lease ceiling the refill sets.) Unchanged for a bucket of a fixed window,
+    and where the rate is unknown (no limit or reset, or observed full)."""
+    if bucket.window_s or bucket.limit is None:
+        return bucket.reset_at
+    rate = refill_rate(bucket, observed_at)
+    if rate is None or rate <= 0:
+        return bucket.reset_at
+    return now + max(0, bucket.limit - remaining) / rate
 
 
 def spent(quota: Quota, cost: Estimate, now: float) -> Quota:

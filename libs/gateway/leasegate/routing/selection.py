@@ -123,6 +123,12 @@ class Facts:
             return None
         return self.probe
 
+    def probing(self, candidate: Candidate) -> bool:
+        """Whether the probe bounds this candidate now: it has one and nothing is known of
+        its quota (neither learned nor declared)."""
+        pair = (candidate.account.id, candidate.served_model)
+        return self.probe_of(candidate) is not None and pair not in self.quotas
+
     def unbounded(self) -> Facts:
         """These facts without the spreading share: the ceilings the pool has (the probe
         stays: `LazyFacts` spreads what comes past the probes itself)."""

@@ -62,6 +62,8 @@ class Chosen:
     passed_over: tuple[PassOver, ...] = ()
     affinity_hit: bool = False
     """Chosen because the account last serving the mint's affinity had room."""
+    affinity_miss: PassOver | None = None
+    """The account last serving the mint's affinity, and why it was not chosen."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,7 @@ def decision_of(
     )
     if isinstance(outcome, GatewayError):
         return replace(common, refusal_code=outcome.code, passed_over=outcome.passed_over)
+    miss = outcome.affinity_miss
     return replace(
         common,
         outcome="selected",
@@ -150,4 +153,6 @@ def decision_of(
         key_id=outcome.key_id,
         chain_id=start.chain_id or decision_id,
         affinity_hit=outcome.affinity_hit,
+        affinity_miss_account_id=miss.account_id if miss is not None else None,
+        affinity_miss_code=miss.code if miss is not None else None,
     )

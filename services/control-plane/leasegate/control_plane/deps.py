@@ -222,17 +222,24 @@ class LazyFacts:
         order, up to the whole ceilings); else, when only probes stand in the way, onto the
         probed account holding the fewest leases (unbounded: concurrent overflow may land on
         one account, but is never refused for the probe's sake); otherwise the refusal
-        stands."""
+        stands. Only a pair still probed (nothing known of its quota) takes that unbounded
+        overflow: a known quota's whole ceiling holds however the walk got there (a mint that
+        lost the race for an account at its share would otherwise land there unbounded)."""
         unbounded = self.facts.unbounded()
-        again = select(self._candidates, unbounded, position, passed_over)
+        # from the walk's start: an account whose reservation was lost at its share (marked
+        # full at it) still has room up to its whole ceiling
+        again = select(self._candidates, unbounded, self._start)
         if isinstance(again, Selected):
             self._past_bounds = "spread"
-            return again
+            chosen_id = again.candidate.account.id
+            lost = {p.account_id: p for p in passed_over if p.account_id != chosen_id}
+            walked = tuple(p for p in again.passed_over if p.account_id not in lost)
+            return Selected(again.candidate, (*lost.values(), *walked))
         unprobed = replace(unbounded, probe=None)
         probed = [
             c
             for c in self._candidates[self._start :]  # a lost race moved `position` past one
-            if self.facts.probe_of(c) is not None and filter_code(c, unprobed) is None
+            if self.facts.probing(c) and filter_code(c, unprobed) is None
         ]
         if not probed:
             return outcome
@@ -261,11 +268,14 @@ class LazyFacts:
         self._past_bounds = "affinity" if code is None else None
         return code
 
-    def mark_full(self, candidate: Candidate) -> None:
-        """The reservation found this account at its ceiling: the walk passes over it."""
-        capacity = self.facts.ceiling(candidate)
+    def mark_full(self, candidate: Candidate, ceiling: int | None = None) -> None:
+        """The reservation found this account at `ceiling` (default: its ceiling under the
+        walk's bounds): the walk passes over it, up to that ceiling (never lowered)."""
+        capacity = self.facts.ceiling(candidate) if ceiling is None else ceiling
         if capacity is not None:
-            held = {**self.facts.leases_held, candidate.account.id: capacity}
+            account = candidate.account.id
+            count = max(capacity, self.facts.leases_held.get(account, 0))
+            held = {**self.facts.leases_held, account: count}
             self.facts = replace(self.facts, leases_held=held)
 
     async def read_all(self) -> None:

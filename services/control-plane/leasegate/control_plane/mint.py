@@ -40,7 +40,6 @@ from leasegate.control_plane.placement import (
     AFFINITY_WAIT_S,
     affinity_candidate,
     fair_share_refusal,
-    with_miss,
 )
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.residency import mint_residency
@@ -182,7 +181,7 @@ async def _walk(
             outcome: Selected | NoneEligible = (
                 Selected(follow, ())
                 if hit and follow is not None
-                else with_miss(await live.select(position, passed_over), miss)
+                else await live.select(position, passed_over)
             )
         if isinstance(outcome, NoneEligible):
             return await _no_eligible(deps, body, start, outcome)
@@ -204,6 +203,7 @@ async def _walk(
                     live.facts.admin_revision,
                     ceiling=ceiling,
                     affinity_hit=hit,
+                    affinity_miss=miss,
                 )
         except AdminStateMoved:
             # an operator changed account state while this mint decided: decide again
@@ -223,10 +223,13 @@ async def _walk(
             live = await LazyFacts.read(deps, candidates, position, residency)
         except LeaseCapacityExhausted:
             if hit:  # the affinity's account filled meanwhile: the ordered walk, past it
-                live.mark_full(chosen)
+                live.mark_full(chosen, ceiling)
                 miss, follow = PassOver(chosen.account.id, _full_code(chosen, ceiling)), None
                 continue
-            # past the end of the candidates, the walk answers NoneEligible with these
+            # past the end of the candidates, the walk answers NoneEligible with these; the
+            # account counts as holding the ceiling it was refused at (the walk may come
+            # back to it past the spreading share, up to its whole ceiling)
+            live.mark_full(chosen, ceiling)
             full = PassOver(chosen.account.id, _full_code(chosen, ceiling))
             passed_over = (*outcome.passed_over, full)
             position = chosen.position + 1
@@ -242,9 +245,12 @@ async def _commit(
     *,
     ceiling: int | None,
     affinity_hit: bool = False,
+    affinity_miss: PassOver | None = None,
 ) -> View | Refusal:
     now = deps.clock.now()
     candidate = selected.candidate
+    if affinity_miss is not None and affinity_miss.account_id == candidate.account.id:
+        affinity_miss = None  # the walk landed on the session's account after all: no miss
     token, parsed = new_key()
     chosen = Chosen(
         candidate.account.id,
@@ -253,6 +259,7 @@ async def _commit(
         parsed.key_id,
         selected.passed_over,
         affinity_hit,
+        affinity_miss,
     )
     decision = decision_of(deps.new_id("md"), now, asked_of(body), start, chosen)
     key = key_of(decision, parsed, ttl_s)

@@ -8,30 +8,31 @@
   same answer on every replica and after any restart, and its TTL is the decision's age.
   An account whose quota only needs a short wait (`AFFINITY_WAIT_S`) for room keeps the session
   (its cache is worth it; the proxy answers the first request with that Retry-After). When
-  the affinity misses, the decision's `passed_over` names the session's account first, with
-  why (`with_miss`), unless the ordered walk passed it over too.
-- **Fair shares.** Once this control plane has itself refused *another* tenant a mint for
-  the model `no-eligible-account` within the window (`Saturation`: the pool was full lately
-  for someone else), a selected mint reads every candidate's facts and, when every account
-  of the pool has a ceiling (the operator's or its quota's), asks the store who holds the
-  pool's leases and whom a full pool turned away lately, on any replica (`PoolDemand`, one
-  round trip); `capacity.fair_share.must_yield` decides. A tenant that must yield is refused
-  `tenant-fair-share-exceeded` (held, retry in 1 s): the gateway never waits. A pool that was
-  not full lately, or full only for this tenant, costs nothing.
+  the affinity misses, the decision records the session's account and why in fields of its
+  own (`affinity_miss_account_id`, `affinity_miss_code`); `passed_over` stays the ordered
+  walk's.
+- **Fair shares.** Once this control plane has itself turned a tenant away from the model's
+  pool within the window (`no-eligible-account`, or a fair-share refusal: `Saturation`, the
+  pool was full lately), a selected mint reads every candidate's facts and, when every
+  account of the pool has a ceiling (the operator's or its quota's), asks the store who
+  holds the pool's leases and whom a full pool turned away lately, on any replica
+  (`PoolDemand`, one round trip); `capacity.fair_share.must_yield` decides (a starved
+  tenant's share, and one lease of headroom for each asking tenant below its share). A
+  tenant that must yield is refused `tenant-fair-share-exceeded` (held, retry in 1 s): the
+  gateway never waits. A pool that was not full lately costs nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from leasegate.accounts import Candidate
 from leasegate.capacity.fair_share import must_yield
 from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
-from leasegate.core.errors import GatewayError, PassOver
-from leasegate.routing.selection import Facts, NoneEligible, Selected
+from leasegate.core.errors import GatewayError
+from leasegate.routing.selection import Facts
 from leasegate.wire import MintBody
 
 AFFINITY_WAIT_S = 1.0
@@ -53,14 +54,6 @@ async def affinity_candidate(
     if account_id is None:
         return None
     return next((c for c in candidates if c.account.id == account_id), None)
-
-
-def with_miss(outcome: Selected | NoneEligible, miss: PassOver | None) -> Selected | NoneEligible:
-    """The walk's outcome, its `passed_over` led by the affinity's miss (the session's account
-    and why it was not taken) unless the walk passed that account over itself."""
-    if miss is None or any(p.account_id == miss.account_id for p in outcome.passed_over):
-        return outcome
-    return replace(outcome, passed_over=(miss, *outcome.passed_over))
 
 
 def pool_capacity(candidates: Sequence[Candidate], facts: Facts) -> int | None:
@@ -86,7 +79,7 @@ async def fair_share_refusal(
     of a tenant the full pool turned away lately; None otherwise (and always, with no read,
     for a pool this control plane has not found full lately or one without ceilings)."""
     window_s = deps.limits.fair_share_window_s
-    if not deps.saturation.others_lately(body.model, body.tenant, now.timestamp(), window_s):
+    if not deps.saturation.lately(body.model, now.timestamp(), window_s):
         return None
     await live.read_all()
     capacity = pool_capacity(candidates, live.facts)
@@ -99,6 +92,8 @@ async def fair_share_refusal(
         body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares
     ):
         return None
+    # the pool is as full for this tenant as a no-eligible-account: the check stays on
+    deps.saturation.refused(body.model, body.tenant, now.timestamp(), window_s)
     return GatewayError(
         "tenant-fair-share-exceeded",
         "this tenant holds its share of a full pool while another waits: retry shortly",

@@ -81,6 +81,7 @@ def decision_view(decision: MintDecision, evidence: Sequence[EvidenceRow]) -> De
         budget=budget_view(decision.budget_max_tokens, decision.budget_max_cost),
         affinity=decision.affinity,
         affinity_hit=decision.affinity_hit,
+        affinity_miss=affinity_miss_view(decision),
         allowed_providers=decision.allowed_providers,
         allowed_regions=decision.allowed_regions,
         evidence=tuple(evidence_view(row) for row in evidence),
@@ -105,7 +106,15 @@ def mint_view(decision: MintDecision, token: str | None, key: KeyRecord) -> Mint
         chain_id=key.chain_id,
         budget=budget_view(key.budget_max_tokens, key.budget_max_cost),
         affinity_hit=decision.affinity_hit,
+        affinity_miss=affinity_miss_view(decision),
     )
+
+
+def affinity_miss_view(decision: MintDecision) -> PassOverView | None:
+    account, code = decision.affinity_miss_account_id, decision.affinity_miss_code
+    if account is None or code is None:
+        return None
+    return PassOverView(account_id=account, code=code)
 
 
 def budget_view(max_tokens: int | None, max_cost: Decimal | None) -> Budget | None:

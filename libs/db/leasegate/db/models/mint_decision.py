@@ -80,3 +80,5 @@ class MintDecisionRow(Base):
     allowed_regions: Mapped[list[str] | None] = mapped_column(JSON)
     affinity: Mapped[str | None] = mapped_column(Text)
     affinity_hit: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    affinity_miss_account_id: Mapped[str | None] = mapped_column(String(64))
+    affinity_miss_code: Mapped[str | None] = mapped_column(String(64))
