@@ -39,22 +39,34 @@ LATENCY_S = (0.200, 0.350)
 STALL_S = 0.200
 PACED_MODEL = "paced"
 """The model the bench's accounts file serves from the slow mock only."""
+FLAKY_MODEL = "paced-flaky"
+"""Served by an account of its own on the slow mock, which refuses every request to it:
+429 with `retry-after` and 500 in turn (the soak's 1 % of failing requests)."""
+FLAKY_SERVED = "gpt-4o-flaky"
+_flaky_replies = itertools.cycle(
+    (
+        Reply(status=429, headers={"retry-after": "1"}),
+        Reply(status=500),
+    )
+)
 
 
 def _script(request: MockRequest) -> Reply:
+    if request.json is not None and request.json.get("model") == FLAKY_SERVED:
+        return next(_flaky_replies)
     if request.stream:
         return Reply(chunk_delays=(FIRST_EVENT_S,), chunk_delay_s=EVENT_GAP_S)
     return Reply(headers_delay_s=random.uniform(*LATENCY_S))
 
 
-def chat_body(*, stream: bool, size: int = 8192) -> bytes:
+def chat_body(*, stream: bool, size: int = 8192, model: str = PACED_MODEL) -> bytes:
     """A chat request of about `size` bytes: a system prompt and a few turns of history."""
     turn = "Summarise the build log and propose the next step for the failing test. "
     messages = [{"role": "system", "content": "You are a careful coding agent."}]
     while len(json.dumps(messages)) < size - 200:
         role = "user" if len(messages) % 2 else "assistant"
         messages.append({"role": role, "content": turn * 8})
-    return json.dumps({"model": PACED_MODEL, "messages": messages, "stream": stream}).encode()
+    return json.dumps({"model": model, "messages": messages, "stream": stream}).encode()
 
 
 def render(base_url: str, key: str, body: bytes) -> bytes:

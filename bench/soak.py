@@ -4,13 +4,15 @@ descriptors sampled every 10 s, to show memory that follows live work and no lea
     python -m bench.soak [--minutes 20] [--rate 20] [--streams 200] [--cool-s 60]
 
 Starts the bench stack (bench/stack.py) and, against the slow upstream (bench/paced.py):
-non-streaming 8 KB chat requests at `--rate` per second, `--streams` paced streams held open
-back to back, and a mint and a revoke on the control plane every 50 requests (so the proxy's
-key cache and revocation list see keys come and go). After `--minutes` the load stops and
-sampling goes on for `--cool-s`. Writes bench/results/soak.csv (the samples) and
-bench/results/soak.svg (RSS and FDs over time), and prints the RSS growth after warm-up (a
-linear fit over the load's second half), the FD range and the RSS after the cool-down.
-Not covered yet: requests to an account that answers 429/500.
+non-streaming 8 KB chat requests at `--rate` per second, one in a hundred of them to a model
+whose only account answers 429 (with `retry-after`) and 500 in turn, `--streams` paced
+streams held open back to back, and a mint and a revoke on the control plane every 50
+requests (so the proxy's key cache and revocation list see keys come and go). After
+`--minutes` the load stops and sampling goes on for `--cool-s`. Writes
+bench/results/soak.csv (the samples) and bench/results/soak.svg (RSS and FDs over time), and
+prints the RSS growth after warm-up (a linear fit over the load's second half), the FD range,
+the RSS after the cool-down, and the evidence rows written against the requests sent (one
+terminal row per request: they must be equal).
 """
 
 from __future__ import annotations
@@ -23,26 +25,54 @@ from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import asyncpg
 import httpx
 
 from bench.load import rss_kb
-from bench.paced import PACED_MODEL, chat_body, read_body, read_head, render
+from bench.paced import FLAKY_MODEL, PACED_MODEL, chat_body, read_body, read_head, render
 from bench.stack import CONTROL_TOKEN, Options, Stack, mint_key, start_stack
 
 RESULTS = Path(__file__).parent / "results"
 SAMPLE_S = 10.0
+GROWTH_TARGET = 0.05
+"""MiB per minute of RSS growth after warm-up that a day without growth allows (issue 26)."""
+FD_SLACK = 2
+"""Descriptors an idle proxy may hold beyond its count before the load (a pooled connection
+to Postgres or Redis opened during the run)."""
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
 
 
 def _fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+FLAKY_EVERY = 100
+"""One plain request in this many goes to the failing account."""
+
+
+def _closed_while_idle(exc: BaseException) -> bool:
+    """The connection was closed before any byte of an answer: the request never reached
+    the proxy (its keep-alive timeout closed the idle connection first)."""
+    return isinstance(exc, ConnectionError) or (
+        isinstance(exc, asyncio.IncompleteReadError) and not exc.partial
+    )
+
+
 class _Load:
-    def __init__(self, stack: Stack, key: str) -> None:
+    def __init__(self, stack: Stack, key: str, flaky_key: str) -> None:
         self.stack = stack
         self.key = key
+        self.flaky_key = flaky_key
+        self.flaky_sent = 0
         self.sent = 0
         self.ok = 0
+        self.answered = 0
+        """Requests that got a whole answer, whatever its status."""
+        self.lost = 0
+        """Requests whose connection failed after the proxy may have read them."""
         self.stop = False
         parts = urlsplit(stack.proxy.url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
@@ -53,31 +83,52 @@ class _Load:
         conn[1].write(request)
         status, headers = await read_head(conn[0])
         await read_body(conn[0], headers, [])
+        self.answered += 1
         return status == 200
 
     async def plain(self, rate: float) -> None:
         request = render(self.stack.proxy.url, self.key, chat_body(stream=False))
+        flaky = render(
+            self.stack.proxy.url, self.flaky_key, chat_body(stream=False, model=FLAKY_MODEL)
+        )
         idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         tasks: set[asyncio.Task[None]] = set()
 
-        async def one() -> None:
+        async def one(sending: bytes) -> None:
+            reused = bool(idle)
             conn = idle.pop() if idle else await asyncio.open_connection(self.host, self.port)
             try:
-                ok = await self._exchange(request, conn)
-                self.ok += ok  # after the await: concurrent tasks must not overwrite it
-                idle.append(conn)
-            except (OSError, asyncio.IncompleteReadError):
+                ok = await self._exchange(sending, conn)
+            except (OSError, asyncio.IncompleteReadError) as exc:
                 conn[1].close()
+                if not (reused and _closed_while_idle(exc)):
+                    self.lost += 1
+                    return
+                # the proxy had closed the idle connection (its keep-alive timeout) before
+                # reading the request: send it again on a new one, as an HTTP client does
+                conn = await asyncio.open_connection(self.host, self.port)
+                try:
+                    ok = await self._exchange(sending, conn)
+                except (OSError, asyncio.IncompleteReadError):
+                    conn[1].close()
+                    self.lost += 1
+                    return
+            self.ok += ok  # after the await: concurrent tasks must not overwrite it
+            idle.append(conn)
 
         begin = time.perf_counter()
+        plain_sent = 0
         while not self.stop:
             self.sent += 1
-            task = asyncio.ensure_future(one())
+            plain_sent += 1
+            to_flaky = plain_sent % FLAKY_EVERY == 0
+            self.flaky_sent += to_flaky
+            task = asyncio.ensure_future(one(flaky if to_flaky else request))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-            if self.sent % 50 == 0:
-                await asyncio.to_thread(self._mint_and_revoke, self.sent)
-            await asyncio.sleep(max(0.0, begin + self.sent / rate - time.perf_counter()))
+            if plain_sent % 50 == 0:
+                await asyncio.to_thread(self._mint_and_revoke, plain_sent)
+            await asyncio.sleep(max(0.0, begin + plain_sent / rate - time.perf_counter()))
         await asyncio.gather(*tasks)
         for _, writer in idle:
             writer.close()
@@ -104,7 +155,7 @@ class _Load:
                     ok = await self._exchange(request, (reader, writer))
                     self.ok += ok
             except (OSError, asyncio.IncompleteReadError):
-                pass
+                self.lost += 1
             finally:
                 writer.close()
 
@@ -113,7 +164,8 @@ class _Load:
 
 async def _soak(stack: Stack, args: argparse.Namespace) -> list[tuple[float, int, int, int]]:
     key = mint_key(stack.control_plane.url, "soak", PACED_MODEL)
-    load = _Load(stack, key)
+    flaky_key = mint_key(stack.control_plane.url, "soak-flaky", FLAKY_MODEL)
+    load = _Load(stack, key, flaky_key)
     pid = stack.proxy.pid
     samples: list[tuple[float, int, int, int]] = []
     start = time.monotonic()
@@ -135,8 +187,23 @@ async def _soak(stack: Stack, args: argparse.Namespace) -> list[tuple[float, int
     print(f"load drained in {time.monotonic() - stopped:.1f} s")
     await sample_until(time.monotonic() + args.cool_s)
     samples.append((time.monotonic() - start, rss_kb(pid), _fds(pid), load.sent))
-    print(f"requests sent {load.sent}, answered 200: {load.ok}")
+    print(
+        f"requests sent {load.sent} ({load.flaky_sent} to the failing account), "
+        f"answered {load.answered} (200: {load.ok}), lost mid-answer {load.lost}"
+    )
+    rows = await _evidence_rows(stack.database_url)
+    verdict = "equal" if rows == load.sent else f"DIFFER by {rows - load.sent:+d}"
+    print(f"evidence rows {rows} for {load.sent} requests sent: {verdict}")
     return samples
+
+
+async def _evidence_rows(database_url: str) -> int:
+    conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        count: int = await conn.fetchval("SELECT count(*) FROM evidence")
+        return count
+    finally:
+        await conn.close()
 
 
 def _slope_mib_per_min(points: list[tuple[float, int]]) -> float:
@@ -202,12 +269,24 @@ def main() -> int:
     (RESULTS / "soak.svg").write_text(_svg(samples, loaded_s))
     during = [(t, r) for t, r, _, _ in samples if loaded_s / 2 <= t <= loaded_s]
     warm = during[0][1] if during else samples[0][1]
+    growth = _slope_mib_per_min(during)
+    loaded_fds = [f for t, _, f, _ in samples if loaded_s / 2 <= t <= loaded_s]
+    idle_fds = samples[0][2], samples[-1][2]
+    after = samples[-1][1]
     print(f"1-min load average before/after: {load_before:.2f}/{os.getloadavg()[0]:.2f}")
-    print(f"RSS growth over the load's second half: {_slope_mib_per_min(during):.3f} MiB/min")
-    print(f"open FDs: {min(s[2] for s in samples)}-{max(s[2] for s in samples)}")
+    print(
+        f"RSS growth over the load's second half: {growth:.3f} MiB/min "
+        f"({_verdict(growth <= GROWTH_TARGET)} <= {GROWTH_TARGET})"
+    )
+    print(
+        f"open FDs: {min(s[2] for s in samples)}-{max(s[2] for s in samples)}; over the load's "
+        f"second half {min(loaded_fds, default=0)}-{max(loaded_fds, default=0)}; "
+        f"idle before/after {idle_fds[0]}/{idle_fds[1]} "
+        f"({_verdict(idle_fds[1] <= idle_fds[0] + FD_SLACK)} back to idle)"
+    )
     print(
         f"RSS at the middle of the load {warm / 1024:.1f} MiB, at the end of the cool-down "
-        f"{samples[-1][1] / 1024:.1f} MiB"
+        f"{after / 1024:.1f} MiB ({_verdict(abs(after - warm) <= warm * 0.10)} within 10 %)"
     )
     print(f"wrote {RESULTS / 'soak.csv'} and {RESULTS / 'soak.svg'}")
     return 0

@@ -25,7 +25,7 @@ import httpx
 import redis
 import yaml
 
-from bench.paced import PACED_MODEL
+from bench.paced import FLAKY_MODEL, FLAKY_SERVED, PACED_MODEL
 
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -178,6 +178,15 @@ def accounts_file(
                 "credential_env": "LEASEGATE_CRED_BENCH_OPENAI",
                 "models": {PACED_MODEL: "gpt-4o"},
                 "max_connections": STREAM_POOL,
+            }
+        )
+        accounts.append(  # a model whose only account always fails (bench/soak.py)
+            {
+                "id": "bench-flaky",
+                "provider": "openai",
+                "base_url": slow_upstream,
+                "credential_env": "LEASEGATE_CRED_BENCH_OPENAI",
+                "models": {FLAKY_MODEL: FLAKY_SERVED},
             }
         )
     path.write_text(yaml.safe_dump({"accounts": accounts}))
