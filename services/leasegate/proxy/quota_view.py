@@ -4,7 +4,9 @@ Fed by every answer (its rate-limit headers, `ProviderKind.quota_buckets`), by r
 429s, and by the accounts file's declared limits; read by the admission check before a request
 goes upstream. No request waits on a store: what this proxy learns is written to the shared
 `QuotaStore` behind the requests, in one batch every `flush_s`, and what the other proxies
-learned is read back every `refresh_s` (one round trip each, off the request path). A newer
+learned is read back every `refresh_s` (one round trip each, off the request path). An idle
+view (no request since its last round) has no flush timer and refreshes every
+`IDLE_REFRESH_S`, and at once when requests come back. A newer
 statement (by its `observed_at`) replaces an older one; this proxy's own admissions since the
 last statement are spent from its local copy only.
 
@@ -70,6 +72,9 @@ _NOTHING = Estimate(0, 0)
 SILENT_EVERY_S = 60.0
 """How often the store is told again that a pair answers without rate-limit headers (an
 empty statement: the mints' probe lifts for it; the store forgets it after its retention)."""
+IDLE_REFRESH_S = 10.0
+"""How often an idle view (no request since its last round) reads what the other proxies
+learned; a busy one reads it every `refresh_s`."""
 IN_FLIGHT_MAX_S = 900.0
 """A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
 after this long, so the view cannot leak room."""
@@ -129,6 +134,8 @@ class QuotaView:
         self._silent: dict[Pair, float] = {}
         """When the store was last told a pair answers without rate-limit headers."""
         self._task: asyncio.Task[None] | None = None
+        self._used = asyncio.Event()
+        """Set by every request that asks or tells the view (`_run` sleeps on it when idle)."""
 
     # -- the request path (no await) ------------------------------------------------------
 
@@ -149,6 +156,7 @@ class QuotaView:
         """None: the request fits what is known (and is spent from the view, and held in flight
         under `ref` until its answer); else epoch seconds when room is expected."""
         pair = (account_id, model)
+        self._used.set()
         quota = self._local.get(pair)
         if quota is None:
             return None
@@ -193,6 +201,7 @@ class QuotaView:
         view already took the headers of a request sent later; without headers, the estimate
         is reconciled with the usage it reported."""
         pair = (account_id, model)
+        self._used.set()
         held = self._local.get(pair)
         entry = self._settle(pair, ref)
         if buckets:
@@ -271,14 +280,28 @@ class QuotaView:
             await asyncio.gather(self._publishing, return_exceptions=True)
         await self.flush()
 
+    def _busy(self) -> bool:
+        """Used since the last round, or something to write or settle."""
+        return self._used.is_set() or bool(self._dirty or self._in_flight or self._news)
+
     async def _run(self) -> None:
-        next_refresh = 0.0
+        """While requests use the view: a flush every `flush_s`, a refresh every `refresh_s`.
+        Idle (no request since the last round, nothing to write, nothing in flight): no flush
+        timer, a refresh every `IDLE_REFRESH_S`, and one at once when a request comes back
+        (it is admitted on the view as it is; the news channel carries exhaustion at once)."""
+        loop = asyncio.get_running_loop()
+        refreshed = loop.time()  # `start` has just refreshed
         while True:
-            await asyncio.sleep(self._flush_s)
-            await self.flush()
-            next_refresh += self._flush_s
-            if next_refresh >= self._refresh_s:
-                next_refresh = 0.0
+            if self._busy():
+                self._used.clear()
+                await asyncio.sleep(self._flush_s)
+                await self.flush()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(refreshed + IDLE_REFRESH_S - loop.time()):
+                        await self._used.wait()
+            if loop.time() - refreshed >= self._refresh_s:
+                refreshed = loop.time()
                 await self.refresh()
 
     async def _publish(self) -> None:
