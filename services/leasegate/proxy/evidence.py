@@ -168,11 +168,11 @@ class EvidenceSink:
                 # idle: no timer at all until a row arrives
                 self._arrived.clear()
                 await self._arrived.wait()
-            # A row that finds the last batch an interval old or more is written at once: at
-            # low rates each row is alone anyway, and waiting out a window would cost a timer
-            # wake-up per row and batch nothing. Otherwise the rows gather until an interval
-            # after the last batch began (or a full batch), and go in one batch, so under load
-            # there is still at most one batch per interval.
+            # A row that finds the last batch begun an interval ago or more is written at
+            # once: at low rates each row is alone anyway, and waiting out a window would cost
+            # a timer wake-up per row and batch nothing. Otherwise the rows gather until an
+            # interval after the last batch began (or a full batch) and go in one batch. Rows
+            # that arrive while a batch is being written follow it at once, as before.
             due = max(began + self._interval, retry_at) - loop.time()
             if due > 0:
                 with contextlib.suppress(TimeoutError):
