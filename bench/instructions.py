@@ -2,13 +2,22 @@
 not move with the machine's load, to compare two builds on a shared 2-core host where CPU
 time per request varies by +-25 % between runs.
 
-`python -m bench.instructions [--requests N] [--concurrency C] [--stream]` starts the bundled
+`python -m bench.instructions [--requests N] [--concurrency C] [--stream] [--paced R]
+[--idle S] [--body-bytes B]` starts the bundled
 mock upstream, a fresh Postgres database, a Redis prefix of its own, the control plane, and the
 production proxy under `valgrind --tool=callgrind --instr-atstart=no`; sends a warm-up, then
 switches instrumentation on, sends N requests (C at a time), dumps, and prints the proxy's
 instructions per request (all of them: the event loop, the evidence writer's batches, the
 access log). Under valgrind the proxy runs ~50x slower, so any concurrency above 1 keeps it
 saturated, the shape `make bench`'s c=16 phase measures.
+
+`--paced R` sends the requests one at a time, R per second (start times i/R): under valgrind
+at R = 1 the proxy is idle between two requests, so each pays every wake-up, flush and
+timer alone, the shape of a fleet's 10 requests/s on a native process. The figure then
+includes R⁻¹ s of idle work per request; `--idle S` counts S seconds with no request at all
+and prints instructions per second, so a paced figure splits into the request's own cost and
+the idle work between requests. `--body-bytes B` sends a chat body of about B bytes (the
+paced phases of `make bench` send 8 KB) instead of the 512-character message.
 
 It drives the CLI only (`leasegate migrate | control-plane | proxy`, `python -m
 leasegate.demo.upstream`), so the same file measures an older build: run it with that build's
@@ -105,16 +114,34 @@ def _cli(command: str, port: int | None = None) -> list[str]:
     return [*argv, "--port", str(port)] if port is not None else argv
 
 
-async def _send(proxy: str, key: str, count: int, concurrency: int, stream: bool) -> int:
-    body = {**BODY, "stream": stream}
+def _body(stream: bool, size: int) -> dict[str, object]:
+    if size <= 0:
+        return {**BODY, "stream": stream}
+    turn = "Summarise the build log and propose the next step for the failing test. "
+    messages = [{"role": "system", "content": "You are a careful coding agent."}]
+    while len(str(messages)) < size - 200:
+        role = "user" if len(messages) % 2 else "assistant"
+        messages.append({"role": role, "content": turn * 8})
+    return {"model": "gpt-4o", "messages": messages, "stream": stream}
+
+
+async def _send(
+    proxy: str, key: str, count: int, concurrency: int, body: dict[str, object], rate: float = 0
+) -> int:
+    """`count` requests, `concurrency` at a time; with `rate`, one at a time, begun `1/rate`
+    s apart (a request still running when the next is due delays it)."""
     failures = 0
     queue = iter(range(count))
     limits = httpx.Limits(max_connections=concurrency)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
 
         async def worker() -> None:
             nonlocal failures
-            for _ in queue:
+            for i in queue:
+                if rate:
+                    await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
                 answer = await client.post(
                     f"{proxy}/v1/chat/completions",
                     json=body,
@@ -122,7 +149,7 @@ async def _send(proxy: str, key: str, count: int, concurrency: int, stream: bool
                 )
                 failures += answer.status_code != 200
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker() for _ in range(1 if rate else concurrency)))
     return failures
 
 
@@ -139,8 +166,19 @@ def _total(out: Path) -> int:
     return int(summary.group(1))
 
 
-def measure(requests: int, concurrency: int, stream: bool, work: Path) -> tuple[int, int]:
-    """(instructions, failed requests) for `requests` proxied requests."""
+def measure(
+    requests: int,
+    concurrency: int,
+    stream: bool,
+    work: Path,
+    *,
+    rate: float = 0,
+    idle_s: float = 0,
+    body_bytes: int = 0,
+    keep: Path | None = None,
+) -> tuple[int, int]:
+    """(instructions, failed requests) for `requests` proxied requests (with `idle_s`: for
+    that many seconds with no request, after the warm-up)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("LEASEGATE_")}
     with ExitStack() as stack:
         up_port, cp_port, proxy_port = _port(), _port(), _port()
@@ -190,11 +228,20 @@ def measure(requests: int, concurrency: int, stream: bool, work: Path) -> tuple[
         )
         minted.raise_for_status()
         key = minted.json()["key"]
-        asyncio.run(_send(proxy_url, key, max(20, requests // 10), concurrency, stream))
+        body = _body(stream, body_bytes)
+        asyncio.run(_send(proxy_url, key, max(20, requests // 10), concurrency, body))
+        if rate or idle_s:
+            time.sleep(2)  # what the warm-up left to do (a flush, a batch) is not counted
         _callgrind(proxy.pid, "-i", "on")
-        failed = asyncio.run(_send(proxy_url, key, requests, concurrency, stream))
+        if idle_s:
+            time.sleep(idle_s)
+            failed = 0
+        else:
+            failed = asyncio.run(_send(proxy_url, key, requests, concurrency, body, rate))
         _callgrind(proxy.pid, "-d")
         dumps = sorted(work.glob("callgrind.out*"), key=lambda p: p.stat().st_mtime)
+        if keep is not None:
+            shutil.copyfile(dumps[-1], keep)
         return _total(dumps[-1]), failed
 
 
@@ -203,12 +250,32 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--paced", type=float, default=0, help="one at a time, R per second")
+    parser.add_argument("--idle", type=float, default=0, help="count S seconds of no request")
+    parser.add_argument("--body-bytes", type=int, default=0, help="a chat body of ~B bytes")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="copy the dump here (for callgrind_annotate)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lg-instr-") as tmp:
-        instructions, failed = measure(args.requests, args.concurrency, args.stream, Path(tmp))
+        instructions, failed = measure(
+            args.requests,
+            args.concurrency,
+            args.stream,
+            Path(tmp),
+            rate=args.paced,
+            idle_s=args.idle,
+            body_bytes=args.body_bytes,
+            keep=args.keep,
+        )
+    if args.idle:
+        print(f"idle {args.idle:.0f} s: {instructions / args.idle / 1e6:.3f} M instructions per s")
+        return
     shape = "stream" if args.stream else "json"
+    shape += f" paced {args.paced:g}/s" if args.paced else f" c={args.concurrency}"
+    shape += f" body ~{args.body_bytes} B" if args.body_bytes else ""
     print(
-        f"{shape} c={args.concurrency}: {args.requests} requests ({failed} not 200), "
+        f"{shape}: {args.requests} requests ({failed} not 200), "
         f"{instructions / args.requests / 1e6:.3f} M instructions per request"
     )
 

@@ -393,3 +393,43 @@ async def test_a_batch_in_flight_when_the_writer_stops_is_kept_for_the_successor
         for writer in accepted:
             writer.close()
         await silent.wait_closed()
+
+
+class _Batches:
+    """The database, with the size of every batch it was given."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.sizes: list[int] = []
+        self.written = asyncio.Event()
+
+    async def write_evidence(self, batch: Sequence[EvidenceRow]) -> None:
+        await self._store.write_evidence(batch)
+        self.sizes.append(len(batch))
+        self.written.set()
+
+
+async def test_a_lone_row_is_written_at_once_and_rows_close_behind_it_share_a_batch(
+    store: Store,
+) -> None:
+    """At a low rate no row waits out a window (that would cost a timer per row and batch
+    nothing); rows that follow a written batch within the interval wait for it to pass."""
+    database = _Batches(store)
+    sink = EvidenceSink(database, flush_interval_s=1.0)
+    sink.start()
+    try:
+        first, *close = rows(21)
+        sink.add(first)
+        started = time.monotonic()
+        await asyncio.wait_for(database.written.wait(), 5)
+        assert time.monotonic() - started < 0.5  # not the 1 s interval
+        await asyncio.sleep(0.01)  # the writer's turn after the batch
+        for row in close:
+            sink.add(row)
+            await asyncio.sleep(0.01)
+        assert database.sizes == [1]  # the others wait for the interval to pass
+        assert await sink.drain(within_s=5)
+        assert database.sizes == [1, 20]
+        assert len(await written_ids(store)) == 21
+    finally:
+        await sink.stop(drain_s=1)

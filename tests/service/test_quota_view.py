@@ -4,6 +4,7 @@ statement wins, and nothing on the request path touches the store."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 
 from hypothesis import given, settings
@@ -207,3 +208,31 @@ async def test_a_pair_answering_without_headers_is_told_to_the_store_once_a_minu
     assert store.calls == calls + 1
     stated = (await store.snapshot([("a", "m")], later))[("a", "m")]
     assert (stated.buckets, stated.observed_at) == ({}, later)
+
+
+async def test_an_idle_view_leaves_the_store_alone_and_refreshes_as_soon_as_requests_return() -> (
+    None
+):
+    """Idle, the view's loop makes no store call (no flush timer, a refresh every 10 s);
+    the first request after it brings a refresh at once, and the statements it learns are
+    written one flush interval later."""
+    clock, store = StepClock(), CountingStore()
+    view = QuotaView(store, REGISTRY, clock, flush_s=0.02, refresh_s=0.3)
+    await view.start()  # one refresh
+    try:
+        await asyncio.sleep(1.0)  # three refresh intervals, idle
+        assert store.calls == 1
+        now = clock.now().timestamp()
+        assert view.admit("a", "m", COST, now, ref="r") is None
+        await asyncio.sleep(0.1)
+        assert store.calls == 2  # the refresh, at once (not after refresh_s)
+        headers: dict[QuotaDimension, Bucket] = {"requests": Bucket(100, 50, now + 60)}
+        view.answered("a", "m", headers, COST, Usage(), now, ref="r")
+        await asyncio.sleep(1.2)
+        # the write, and a refresh every 0.3 s until one finds no request since the last
+        assert store.calls >= 4
+        calls = store.calls
+        await asyncio.sleep(0.8)
+        assert store.calls == calls  # idle again: nothing
+    finally:
+        await view.stop()

@@ -25,6 +25,9 @@ class InProcessFanout(Generic[Message]):
     def ready(self) -> bool:
         return True
 
+    def trusted(self) -> bool:
+        return True
+
     async def publish(self, messages: Sequence[Message]) -> None:
         for deliver in self._subscribers:
             deliver(messages)

@@ -53,6 +53,10 @@ class RedisHealthFanout:
     def ready(self) -> bool:
         return self._subscription.ready
 
+    def trusted(self) -> bool:
+        """Live and heard from lately (see subscription_redis.py); asked per request."""
+        return self._subscription.trusted()
+
     async def publish(self, news: Sequence[HealthNews]) -> None:
         if news:
             payload = json.dumps([[n.account_id, n.model, n.until] for n in news])

@@ -49,6 +49,10 @@ class RedisRevocationBus:
         """False while a subscription is wanted and not live (revocations could be missed)."""
         return self._subscription.ready
 
+    def trusted(self) -> bool:
+        """Live and heard from lately (see subscription_redis.py); asked per request."""
+        return self._subscription.trusted()
+
     async def publish(self, revocations: Sequence[Revocation]) -> None:
         if revocations:
             payload = json.dumps([[r.key_id, r.expires_at] for r in revocations])

@@ -7,14 +7,28 @@ knows) until it has caught up. The subscription never holds up start-up: it runs
 background and reconnects with backoff (0.5 s doubling to 5 s; one log line when it goes
 down, then one a minute).
 
-A heartbeat bounds how long a subscription can be dead without anyone knowing: it sends a
-PING on the subscribed connection every `heartbeat_s`, and a connection that has delivered
-nothing (no message, no PONG) for `SILENT_HEARTBEATS` heartbeats is dropped and replaced; so
-is one whose SUBSCRIBE is not confirmed as soon. A connection that stays open but silent (a
-partition, a middlebox that lost the flow, a frozen relay) is therefore noticed within
-`SILENT_HEARTBEATS * heartbeat_s` of its last sign of life. `ready` is false from then until
-a new subscription is confirmed, and owners that cache (the proxy's key cache) trust their
-cache less while it is false.
+A heartbeat bounds how long a subscription can be dead without anyone knowing, and it follows
+the traffic, so an idle process sends almost nothing:
+
+- `trusted()` is what a request asks before it relies on the subscription (the proxy's key
+  cache, its health view): true only while the subscription is live and has delivered
+  something (a message, a PONG) within `SILENT_HEARTBEATS * heartbeat_s`. Asked when the
+  last PING is `heartbeat_s` old, it sends one (from the request's own turn of the loop: no
+  timer); asked when a PING has gone unanswered for `SILENT_HEARTBEATS * heartbeat_s`, it
+  drops the connection, which is replaced. So at the rates requests arrive the PINGs go
+  every `heartbeat_s`, and a connection that stays open but silent (a partition, a middlebox
+  that lost the flow, a frozen relay) is distrusted within `SILENT_HEARTBEATS * heartbeat_s`
+  of its last sign of life, as before.
+- Nobody asking for `ASKED_WITHIN_S` (an idle process), the subscription pings itself every
+  `IDLE_HEARTBEAT_S` and is dropped and replaced after `SILENT_HEARTBEATS` of those without a
+  sign of life. The first request after an idle spell finds it not trusted (its last sign of
+  life is older than the bound) and wakes a PING; it and those before the PONG are served as
+  while the subscription is down (the key cache trusts an entry 1 s, the health view asks
+  Redis).
+
+`ready` says whether the subscription is live (readiness, metrics), false from a failure or a
+drop until a new subscription is confirmed; owners that cache trust their cache less while
+`trusted()` is false.
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ import logging
 from collections.abc import Callable
 
 from redis.asyncio import RedisCluster
+from redis.asyncio.client import PubSub
 
 from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_client import RedisClient
@@ -38,6 +53,9 @@ _MAX_RETRY_S = 5.0
 _STILL_DOWN_LOG_EVERY_S = 60.0
 SILENT_HEARTBEATS = 3
 """Heartbeats without a sign of life after which the subscription counts as dead."""
+IDLE_HEARTBEAT_S = 10.0
+"""The heartbeat of a subscription nobody has asked `trusted()` of for `ASKED_WITHIN_S`."""
+ASKED_WITHIN_S = 5.0
 
 
 class RedisSubscription:
@@ -64,11 +82,61 @@ class RedisSubscription:
         self._went_live = asyncio.Event()
         self._wanted = False
         self._live = False
+        self._heard = self._pinged = self._asked = float("-inf")
+        """Loop times: the last sign of life, the last PING, the last `trusted()`."""
+        self._pubsub: PubSub | None = None
+        self._pinging: asyncio.Task[None] | None = None
+        self._dropping: asyncio.Task[None] | None = None
 
     @property
     def ready(self) -> bool:
         """False while a subscription is wanted and not live (messages could be missed)."""
         return self._live or not self._wanted
+
+    def trusted(self) -> bool:
+        """Live and heard from within the silence bound: what it has delivered is all there
+        is. Asking keeps the heartbeat going (see the module docstring)."""
+        if not self._wanted:
+            return True
+        if not self._live or self._pubsub is None:
+            return False
+        loop = asyncio.get_running_loop()
+        now = self._asked = loop.time()
+        waiting = self._pinged > self._heard
+        if waiting and now - self._pinged > self._silent_after_s:
+            self._drop(self._pubsub)
+            return False
+        if not waiting and now - self._pinged >= self._heartbeat_s:
+            self._ping(self._pubsub, now)
+        return now - self._heard <= self._silent_after_s
+
+    def _ping(self, pubsub: PubSub, now: float) -> None:
+        if self._pinging is not None and not self._pinging.done():
+            return
+        self._pinged = now
+
+        async def ping() -> None:
+            with contextlib.suppress(*REDIS_ERRORS):
+                await pubsub.ping()
+
+        self._pinging = asyncio.get_running_loop().create_task(ping())
+
+    def _drop(self, pubsub: PubSub) -> None:
+        """A PING went unanswered: close the connection; the listener replaces it."""
+        if self._dropping is not None and not self._dropping.done():
+            return
+        self._live = False
+        self._log.warning(
+            f"{self._name} subscription stopped answering; replacing it",
+            extra={"store": "redis"},
+        )
+
+        async def drop() -> None:
+            with contextlib.suppress(*REDIS_ERRORS):
+                if pubsub.connection is not None:
+                    await pubsub.connection.disconnect()
+
+        self._dropping = asyncio.get_running_loop().create_task(drop())
 
     async def publish(self, payload: str) -> None:
         try:
@@ -119,13 +187,32 @@ class RedisSubscription:
                 # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
                 await self._client.initialize()
             await pubsub.subscribe(self._channel)
-            heard = pinged = loop.time()
+            self._pubsub = pubsub
+            self._heard = self._pinged = loop.time()
             while True:
-                wait = min(pinged + self._heartbeat_s, heard + self._silent_after_s) - loop.time()
-                message = await pubsub.get_message(timeout=max(wait, 0.001))
                 now = loop.time()
+                if now - self._asked < ASKED_WITHIN_S:
+                    # requests ask `trusted()`: they send the PINGs and judge the silence
+                    wait = self._asked + ASKED_WITHIN_S - now
+                else:
+                    if now - self._pinged >= IDLE_HEARTBEAT_S:
+                        await pubsub.ping()
+                        self._pinged = now
+                    if now - self._heard > SILENT_HEARTBEATS * IDLE_HEARTBEAT_S:
+                        raise TimeoutError(f"the {self._name} subscription stopped answering")
+                    wait = min(
+                        self._pinged + IDLE_HEARTBEAT_S,
+                        self._heard + SILENT_HEARTBEATS * IDLE_HEARTBEAT_S,
+                    )
+                    wait -= now
+                if not self._live:
+                    # unconfirmed (or dropped by `trusted()`): replaced once silent this long
+                    if now - self._heard > self._silent_after_s:
+                        raise TimeoutError(f"the {self._name} subscription is not answering")
+                    wait = min(wait, self._heard + self._silent_after_s - now)
+                message = await pubsub.get_message(timeout=max(wait, 0.001))
                 if message is not None:
-                    heard = now
+                    self._heard = loop.time()
                     kind = message.get("type")
                     if kind == "message":
                         on_message(message["data"])
@@ -137,13 +224,9 @@ class RedisSubscription:
                             self._log.info(
                                 f"{self._name} subscription restored", extra={"store": "redis"}
                             )
-                if now - pinged >= self._heartbeat_s:
-                    await pubsub.ping()
-                    pinged = now
-                if now - heard > self._silent_after_s:
-                    raise TimeoutError(f"the {self._name} subscription stopped answering")
         finally:
             self._live = False
+            self._pubsub = None
             with contextlib.suppress(*REDIS_ERRORS):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
 

@@ -161,17 +161,26 @@ class EvidenceSink:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         backoff, retry_at = self._interval, 0.0
+        began = float("-inf")
+        """When the last batch was begun: batches begin at most one interval apart."""
         while True:
             if not self.pending:
-                # idle: no timer at all until a row arrives; the first row opens a window of
-                # one interval, and every row queued in it is written in the same batch
+                # idle: no timer at all until a row arrives
                 self._arrived.clear()
                 await self._arrived.wait()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._interval):
-                    await self._wake.wait()
+            # A row that finds the last batch begun an interval ago or more is written at
+            # once: at low rates each row is alone anyway, and waiting out a window would cost
+            # a timer wake-up per row and batch nothing. Otherwise the rows gather until an
+            # interval after the last batch began (or a full batch) and go in one batch. Rows
+            # that arrive while a batch is being written follow it at once, as before.
+            due = max(began + self._interval, retry_at) - loop.time()
+            if due > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(due):
+                        await self._wake.wait()
             self._wake.clear()
             if loop.time() >= retry_at:
+                began = loop.time()
                 ok = True
                 while self.pending and ok:
                     ok = await self._flush_once()

@@ -91,7 +91,7 @@ class HealthView:
         if (
             watched
             and (watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0))
-        ) or not self._fanout.ready:
+        ) or not self._fanout.trusted():
             return await self.store.admit(account_id, model, now)
         return _ADMITTED
 

@@ -3,10 +3,12 @@
 Fed by every answer (its rate-limit headers, `ProviderKind.quota_buckets`), by rate-limit
 429s, and by the accounts file's declared limits; read by the admission check before a request
 goes upstream. No request waits on a store: what this proxy learns is written to the shared
-`QuotaStore` behind the requests, in one batch every `flush_s`, and what the other proxies
-learned is read back every `refresh_s` (one round trip each, off the request path). A newer
-statement (by its `observed_at`) replaces an older one; this proxy's own admissions since the
-last statement are spent from its local copy only.
+`QuotaStore` behind the requests, in one batch `flush_s` after a statement waits (no timer
+while none does), and what the other proxies learned is read back every `refresh_s` while
+requests use the view (one round trip each, off the request path); an idle view (no request
+since its last refresh) refreshes every `IDLE_REFRESH_S`, and at once when requests come
+back. A newer statement (by its `observed_at`) replaces an older one; this proxy's own
+admissions since the last statement are spent from its local copy only.
 
 Requests in flight are counted: each admitted request (its `ref`) holds its estimate until its
 answer. An answer's headers are taken only when its request was sent after the one whose
@@ -70,6 +72,9 @@ _NOTHING = Estimate(0, 0)
 SILENT_EVERY_S = 60.0
 """How often the store is told again that a pair answers without rate-limit headers (an
 empty statement: the mints' probe lifts for it; the store forgets it after its retention)."""
+IDLE_REFRESH_S = 10.0
+"""How often an idle view (no request since its last refresh) reads what the other proxies
+learned; a busy one reads it every `refresh_s`."""
 IN_FLIGHT_MAX_S = 900.0
 """A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
 after this long, so the view cannot leak room."""
@@ -129,6 +134,11 @@ class QuotaView:
         self._silent: dict[Pair, float] = {}
         """When the store was last told a pair answers without rate-limit headers."""
         self._task: asyncio.Task[None] | None = None
+        self._used = asyncio.Event()
+        """Set by every request that asks or tells the view (an idle `_run` sleeps on it)."""
+        self._work = asyncio.Event()
+        """Set when a statement waits to be written or published (a busy `_run` sleeps on
+        it between refreshes)."""
 
     # -- the request path (no await) ------------------------------------------------------
 
@@ -149,6 +159,7 @@ class QuotaView:
         """None: the request fits what is known (and is spent from the view, and held in flight
         under `ref` until its answer); else epoch seconds when room is expected."""
         pair = (account_id, model)
+        self._used.set()
         quota = self._local.get(pair)
         if quota is None:
             return None
@@ -193,6 +204,7 @@ class QuotaView:
         view already took the headers of a request sent later; without headers, the estimate
         is reconciled with the usage it reported."""
         pair = (account_id, model)
+        self._used.set()
         held = self._local.get(pair)
         entry = self._settle(pair, ref)
         if buckets:
@@ -203,6 +215,7 @@ class QuotaView:
             behind = self._behind(pair, seq)
             statement = learned(held, account_id, model, buckets, now)
             self._dirty[pair] = statement
+            self._work.set()
             self._local[pair] = learned_behind(held, account_id, model, buckets, behind, now)
             self._stated_at[pair] = now
             like = entry.cost if entry is not None else cost
@@ -214,6 +227,7 @@ class QuotaView:
             # answered, saying nothing of its quota: the mints' probe need not wait for it
             self._silent[pair] = now
             self._dirty.setdefault(pair, Quota(account_id, model, {}, "headers", now))
+            self._work.set()
 
     def unsent(
         self, account_id: str, model: str, cost: Estimate, now: float, ref: str | None = None
@@ -240,6 +254,7 @@ class QuotaView:
         until = now + hold_s(wait_s, self._rng())
         quota = rate_limit_hold(self._local.get(pair), account_id, model, buckets, until, now)
         self._local[pair] = self._dirty[pair] = quota
+        self._work.set()
         self._stated_at[pair] = now
         self._announce(quota)
         return until
@@ -249,6 +264,7 @@ class QuotaView:
         if self._bus is None:
             return
         self._news[(quota.account_id, quota.model)] = quota
+        self._work.set()
         if self._publishing is None or self._publishing.done():
             with contextlib.suppress(RuntimeError):  # no loop running: the next flush sends it
                 self._publishing = asyncio.get_running_loop().create_task(self._publish())
@@ -272,13 +288,33 @@ class QuotaView:
         await self.flush()
 
     async def _run(self) -> None:
-        next_refresh = 0.0
+        """A flush `flush_s` after a statement waits to be written (none while nothing
+        does); a refresh every `refresh_s` while requests use the view, and every
+        `IDLE_REFRESH_S` while none do (idle: no request since the last refresh, none in
+        flight), and at once when one comes back (it is admitted on the view as it is; the
+        news channel carries exhaustion at once)."""
+        loop = asyncio.get_running_loop()
+        refreshed = loop.time()  # `start` has just refreshed
+        busy = False
         while True:
-            await asyncio.sleep(self._flush_s)
-            await self.flush()
-            next_refresh += self._flush_s
-            if next_refresh >= self._refresh_s:
-                next_refresh = 0.0
+            self._work.clear()
+            if self._dirty or self._news:
+                await asyncio.sleep(self._flush_s)
+                await self.flush()
+            elif busy:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(refreshed + self._refresh_s - loop.time()):
+                        await self._work.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(refreshed + IDLE_REFRESH_S - loop.time()):
+                        await self._used.wait()
+                busy = self._used.is_set()
+            now = loop.time()
+            if now - refreshed >= (self._refresh_s if busy else IDLE_REFRESH_S):
+                busy = self._used.is_set() or bool(self._in_flight)
+                self._used.clear()
+                refreshed = now
                 await self.refresh()
 
     async def _publish(self) -> None:

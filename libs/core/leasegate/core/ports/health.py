@@ -163,6 +163,10 @@ class HealthFanout(QuotaNewsBus, Protocol):
     def ready(self) -> bool:
         """False while the subscription is down (news could be missed)."""
 
+    def trusted(self) -> bool:
+        """Live and known to be delivering now (heard from within its silence bound): a
+        view may rely on it. Asked on the request path; it may send a heartbeat."""
+
     async def subscribe(self, on_news: OnNews, on_reset: OnHealthReset) -> None:
         """Start delivering, in the background if the fan-out needs a connection (`ready`
         then says when it is live); never waits for a store to answer."""

@@ -26,6 +26,10 @@ class RevocationBus(Protocol):
     def ready(self) -> bool:
         """False while a wanted subscription is not live (revocations could be missed)."""
 
+    def trusted(self) -> bool:
+        """Live and known to be delivering now (heard from within its silence bound): a
+        cache may rely on it. Asked on the request path; it may send a heartbeat."""
+
     async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
         """Start delivering, in the background if the bus needs a connection (`ready` then
         says when it is live); never waits for a store to answer."""
