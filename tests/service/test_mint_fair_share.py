@@ -13,8 +13,10 @@ from leasegate.control_plane import keys
 from leasegate.control_plane.deps import Limits
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
+from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.routing.lease_ceiling import LeaseRate
-from tests.fixtures.control import SERVED, Control, FixedRates, account, body, control
+from tests.fixtures.control import SERVED, T0, Control, FixedRates, account, body, control
 
 BIG, SMALL = "big", "small"
 
@@ -171,3 +173,32 @@ async def test_a_flood_from_one_tenant_leaves_the_other_its_share() -> None:
         c.clock.advance(1)
     steady = small_held[10:]
     assert min(steady) >= 2  # its equal share of four leases, every second after warm-up
+
+
+async def test_a_pool_whose_bucket_ran_empty_is_shared_out_at_what_it_holds() -> None:
+    """One account whose quota sustains eight leases of a 1,000-token request a second; big
+    holds two when the bucket runs empty. Small is turned away (`quota-exhausted`, not a
+    full pool of leases); when the bucket refills, big (holding its share of the three
+    leases the pool holds with the next one) yields, and small's mint takes the room."""
+    now = T0.timestamp()
+    limits: dict[QuotaDimension, Bucket] = {
+        "requests": Bucket(480, 480, None, 60.0),
+        "tokens": Bucket(480_000, 480_000, None, 60.0),
+    }
+    store = InProcessQuotaStore()
+    await store.learn([Quota("a", SERVED, limits, "declared", now)], now)
+    rates = FixedRates({("a", SERVED): LeaseRate(1.0, 800.0, 200.0)})
+    c = control(account("a"))
+    c.deps = replace(c.deps, quota=store, lease_rates=rates)
+    for n in range(2):
+        assert await attempt(c, BIG, f"b{n}") == "a"
+    empty: dict[QuotaDimension, Bucket] = {
+        "requests": Bucket(480, 0, now + 60.0),
+        "tokens": Bucket(480_000, 0, now + 60.0),
+    }
+    await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    c.clock.advance(1.0)  # 480 requests over 60 s: room for a few again
+    assert await attempt(c, BIG, "b2") == "tenant-fair-share-exceeded"
+    assert await attempt(c, SMALL, "s1") == "a"
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (2, 1)
