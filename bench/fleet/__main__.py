@@ -190,6 +190,13 @@ def main() -> int:
             )
         )
         print(
+            "  p99 of first turns wanted after the first window (warm-up: buckets empty, every "
+            "worker starting): "
+            + "; ".join(f"{t} {v} s" for t, v in run["tenant_p99_first_after_warmup_s"].items())
+            + "; worst first turns [wanted at, seconds]: "
+            + "; ".join(f"{t} {v}" for t, v in run["tenant_worst_first_turns"].items())
+        )
+        print(
             f"  by account: failed calls {run['failed_calls_by_account']}; "
             f"upstream 429s {run['upstream_429s_by_account']}"
         )

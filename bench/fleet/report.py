@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.fleet.fleet import Records
+from bench.fleet.fleet import Records, TurnDone
 from bench.fleet.workload import ACCOUNTS, WINDOW_S, Maximum, percentile
 
 
@@ -65,11 +65,35 @@ def figures(
             for name in tenants
             for mine in ([t for t in turns if t.tenant == name],)
         },
+        "tenant_p99_first_after_warmup_s": {
+            name: _round(percentile(_first_turns_after(turns, name, WINDOW_S), 99))
+            for name in tenants
+        },
+        "tenant_worst_first_turns": {
+            name: [
+                [round(t.done_at - t.seconds, 1), round(t.seconds, 2)]
+                for t in sorted(
+                    (t for t in turns if t.tenant == name and t.index == 0),
+                    key=lambda t: -t.seconds,
+                )[:5]
+            ]
+            for name in tenants
+        },
         "tenant_turns": {name: sum(1 for t in turns if t.tenant == name) for name in tenants},
         "tenant_given_up": {name: records.given_up.get(name, 0) for name in tenants},
         "utilisation": _utilisation(upstream, seconds),
         "cache_hit_pct": round(100 * hits / lookups, 1) if lookups else None,
     }
+
+
+def _first_turns_after(turns: list[TurnDone], tenant: str, warmup_s: float) -> list[float]:
+    """The times of a tenant's first turns wanted after the warm-up (the first window, while
+    the buckets fill from empty and every worker starts its first task at once)."""
+    return [
+        t.seconds
+        for t in turns
+        if t.tenant == tenant and t.index == 0 and t.done_at - t.seconds >= warmup_s
+    ]
 
 
 def _round(value: float | None) -> float | None:
