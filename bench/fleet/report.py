@@ -15,8 +15,11 @@ def figures(
     maximum: Maximum,
     offered_tokens_per_s: float,
     seconds: float,
+    fair: Maximum | None = None,
 ) -> dict[str, Any]:
-    """Everything counted up to the end of the run (`seconds` after the start)."""
+    """Everything counted up to the end of the run (`seconds` after the start); `fair`: the
+    maximum for the mix a router keeping fair shares serves (`workload.fair_maximum`)."""
+    fair = fair or maximum
     turns = [t for t in records.turns if t.done_at <= seconds]
     served = sum(t.tokens for t in turns)
     received = sum(c["received"] for c in upstream.values())
@@ -32,6 +35,8 @@ def figures(
         "offered_x_maximum": round(offered_tokens_per_s / maximum.tokens_per_s, 3),
         "goodput_tokens_per_s": round(served / seconds, 1),
         "goodput_pct_of_maximum": round(100 * served / seconds / maximum.tokens_per_s, 1),
+        "fair_maximum_tokens_per_s": round(fair.tokens_per_s, 1),
+        "goodput_pct_of_fair_maximum": round(100 * served / seconds / fair.tokens_per_s, 1),
         "goodput_pct_of_offered": round(100 * served / seconds / offered_tokens_per_s, 1),
         "turns_answered": len(turns),
         "turns_pct_of_maximum": round(100 * len(turns) / seconds / maximum.turns_per_s, 1),
@@ -127,6 +132,10 @@ def table(runs: Mapping[str, Mapping[str, Any]]) -> str:
     rows: list[tuple[str, Any]] = [
         ("offered (x maximum)", lambda f: f"{f['offered_x_maximum']:.2f}"),
         ("goodput, % of maximum", lambda f: f"{f['goodput_pct_of_maximum']:.1f} %"),
+        (
+            "goodput, % of the fair mix's maximum",
+            lambda f: f"{f['goodput_pct_of_fair_maximum']:.1f} %",
+        ),
         ("goodput, % of offered demand", lambda f: f"{f['goodput_pct_of_offered']:.1f} %"),
         ("turns answered, % of maximum", lambda f: f"{f['turns_pct_of_maximum']:.1f} %"),
         ("upstream 429s per 1,000 admitted", lambda f: f"{f['upstream_429s_per_1000']}"),
