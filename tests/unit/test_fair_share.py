@@ -8,7 +8,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasegate.capacity.fair_share import Saturation, must_yield, occupied_capacity, shares
+from leasegate.capacity.fair_share import (
+    Saturation,
+    must_yield,
+    occupied_capacity,
+    owed,
+    shares,
+)
 
 TENANTS = ("t0", "t1", "t2", "t3")
 tenants = st.sampled_from(TENANTS)
@@ -160,3 +166,26 @@ def test_the_pool_counts_as_full_for_a_window_after_anyone_was_turned_away() -> 
     assert saturation.lately("m", 103.0, 3.0)
     assert not saturation.lately("m", 103.5, 3.0)
     assert not saturation.lately("other-model", 100.0, 3.0)
+
+
+def test_a_starved_tenant_is_owed_a_lease_only_out_of_another_tenants_excess() -> None:
+    held = {"big": 15, "small": 5}
+    assert owed("small", 40, held, {"small"})
+    assert not owed("small", 40, held, set())  # not turned away: nothing owed
+    assert not owed("big", 40, held, {"big", "small"})  # above its share
+    assert not owed("small", 40, {}, {"small", "big"})  # a cold pool: nobody's excess
+    assert not owed("small", 40, {"big": 10, "small": 9}, {"small"})  # big at its share
+
+
+@given(tenants, capacities, holdings, st.sets(tenants), weights)
+def test_a_lease_owed_to_one_tenant_is_one_another_must_yield(
+    tenant: str, capacity: int, held: dict[str, int], starved: set[str], w: dict[str, float]
+) -> None:
+    """Whenever a tenant is owed a lease, some other tenant holding more than its share must
+    yield its own next mint: the two rules share one pool out the same way."""
+    if owed(tenant, capacity, held, starved, w):
+        assert any(
+            must_yield(other, capacity, held, starved, w)
+            for other, n in held.items()
+            if other != tenant and n > 0
+        )

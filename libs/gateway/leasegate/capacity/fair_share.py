@@ -62,6 +62,26 @@ def must_yield(
     return bool(below) and free <= len(below)
 
 
+def owed(
+    tenant: str,
+    capacity: int,
+    held: Mapping[str, int],
+    starved: Set[str],
+    weights: Mapping[str, float] | None = None,
+) -> bool:
+    """Whether the lease `tenant` asks for is another tenant's excess: `tenant` was turned
+    away lately (it is `starved`) and holds less than its share of the pool as occupied,
+    while another tenant holds more than its own. Two tenants both turned away with nothing
+    held (a cold pool) owe each other nothing."""
+    if tenant not in starved:
+        return False
+    asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
+    occupied = shares(occupied_capacity(capacity, held), asking, weights)
+    if held.get(tenant, 0) >= occupied[tenant]:
+        return False
+    return any(t != tenant and n > occupied[t] for t, n in held.items() if t in occupied)
+
+
 def occupied_capacity(capacity: int, held: Mapping[str, int]) -> int:
     """The pool a starved tenant's share is cut from: the leases held now and the one being
     minted, at most the ceilings' sum. A pool turns tenants away *below* its lease ceilings
