@@ -20,6 +20,10 @@
   tenant's share, and one lease of headroom for each asking tenant below its share). A
   tenant that must yield is refused `tenant-fair-share-exceeded` (held, retry in 1 s): the
   gateway never waits. A pool that was not full lately costs nothing.
+- **A lease owed.** A mint nobody has room for now, of a tenant turned away lately that holds
+  less than its share of the pool as occupied while another holds more than its own
+  (`fair_share.owed`), goes where a bucket holds a request again within `AFFINITY_WAIT_S`,
+  below its whole sustained ceiling (`owed_placement`), as an affinity may.
 """
 
 from __future__ import annotations
