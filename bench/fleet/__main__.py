@@ -35,6 +35,7 @@ from bench.fleet.workload import (
     TENANTS,
     WINDOW_S,
     blended_mix,
+    fair_maximum,
     fleet_size,
     maximum,
     pace,
@@ -163,10 +164,16 @@ def main() -> int:
         load = FLEETS[name]
         workers = fleet_size(load, TENANTS, pool.tokens_per_s)
         offered = sum(paces[t].tokens_per_s * n for t, n in workers.items())
+        fair = fair_maximum(ACCOUNTS, paces, workers)
+        print(
+            f"fleet {name}: the fair mix's maximum (the smaller tenant served in full, the "
+            f"other filling the pool): {fair.tokens_per_s:,.0f} tokens/s = "
+            f"{fair.turns_per_s:.2f} turns/s"
+        )
         upstream, records, declared, held = _one_fleet(name, workers, args.seconds, env)
         runs[f"{name} ({load:g}x)"] = {
             "workers": workers,
-            **figures(records, upstream, pool, offered, args.seconds),
+            **figures(records, upstream, pool, offered, args.seconds, fair),
             "upstream": upstream,
             "leases_held_each_second": held,
         }
@@ -188,6 +195,13 @@ def main() -> int:
                 f"{tenant} {first} s / {later} s"
                 for tenant, (first, later) in run["tenant_p99_first_later_s"].items()
             )
+        )
+        print(
+            "  p99 of first turns wanted after the first window (warm-up: buckets empty, every "
+            "worker starting): "
+            + "; ".join(f"{t} {v} s" for t, v in run["tenant_p99_first_after_warmup_s"].items())
+            + "; worst first turns [wanted at, seconds]: "
+            + "; ".join(f"{t} {v}" for t, v in run["tenant_worst_first_turns"].items())
         )
         print(
             f"  by account: failed calls {run['failed_calls_by_account']}; "

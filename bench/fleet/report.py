@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.fleet.fleet import Records
+from bench.fleet.fleet import Records, TurnDone
 from bench.fleet.workload import ACCOUNTS, WINDOW_S, Maximum, percentile
 
 
@@ -15,8 +15,11 @@ def figures(
     maximum: Maximum,
     offered_tokens_per_s: float,
     seconds: float,
+    fair: Maximum | None = None,
 ) -> dict[str, Any]:
-    """Everything counted up to the end of the run (`seconds` after the start)."""
+    """Everything counted up to the end of the run (`seconds` after the start); `fair`: the
+    maximum for the mix a router keeping fair shares serves (`workload.fair_maximum`)."""
+    fair = fair or maximum
     turns = [t for t in records.turns if t.done_at <= seconds]
     served = sum(t.tokens for t in turns)
     received = sum(c["received"] for c in upstream.values())
@@ -32,6 +35,8 @@ def figures(
         "offered_x_maximum": round(offered_tokens_per_s / maximum.tokens_per_s, 3),
         "goodput_tokens_per_s": round(served / seconds, 1),
         "goodput_pct_of_maximum": round(100 * served / seconds / maximum.tokens_per_s, 1),
+        "fair_maximum_tokens_per_s": round(fair.tokens_per_s, 1),
+        "goodput_pct_of_fair_maximum": round(100 * served / seconds / fair.tokens_per_s, 1),
         "goodput_pct_of_offered": round(100 * served / seconds / offered_tokens_per_s, 1),
         "turns_answered": len(turns),
         "turns_pct_of_maximum": round(100 * len(turns) / seconds / maximum.turns_per_s, 1),
@@ -65,11 +70,35 @@ def figures(
             for name in tenants
             for mine in ([t for t in turns if t.tenant == name],)
         },
+        "tenant_p99_first_after_warmup_s": {
+            name: _round(percentile(_first_turns_after(turns, name, WINDOW_S), 99))
+            for name in tenants
+        },
+        "tenant_worst_first_turns": {
+            name: [
+                [round(t.done_at - t.seconds, 1), round(t.seconds, 2)]
+                for t in sorted(
+                    (t for t in turns if t.tenant == name and t.index == 0),
+                    key=lambda t: -t.seconds,
+                )[:5]
+            ]
+            for name in tenants
+        },
         "tenant_turns": {name: sum(1 for t in turns if t.tenant == name) for name in tenants},
         "tenant_given_up": {name: records.given_up.get(name, 0) for name in tenants},
         "utilisation": _utilisation(upstream, seconds),
         "cache_hit_pct": round(100 * hits / lookups, 1) if lookups else None,
     }
+
+
+def _first_turns_after(turns: list[TurnDone], tenant: str, warmup_s: float) -> list[float]:
+    """The times of a tenant's first turns wanted after the warm-up (the first window, while
+    the buckets fill from empty and every worker starts its first task at once)."""
+    return [
+        t.seconds
+        for t in turns
+        if t.tenant == tenant and t.index == 0 and t.done_at - t.seconds >= warmup_s
+    ]
 
 
 def _round(value: float | None) -> float | None:
@@ -103,6 +132,10 @@ def table(runs: Mapping[str, Mapping[str, Any]]) -> str:
     rows: list[tuple[str, Any]] = [
         ("offered (x maximum)", lambda f: f"{f['offered_x_maximum']:.2f}"),
         ("goodput, % of maximum", lambda f: f"{f['goodput_pct_of_maximum']:.1f} %"),
+        (
+            "goodput, % of the fair mix's maximum",
+            lambda f: f"{f['goodput_pct_of_fair_maximum']:.1f} %",
+        ),
         ("goodput, % of offered demand", lambda f: f"{f['goodput_pct_of_offered']:.1f} %"),
         ("turns answered, % of maximum", lambda f: f"{f['turns_pct_of_maximum']:.1f} %"),
         ("upstream 429s per 1,000 admitted", lambda f: f"{f['upstream_429s_per_1000']}"),

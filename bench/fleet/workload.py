@@ -192,6 +192,38 @@ def maximum(
     return Maximum(turns, turns * tokens_per_turn, per)
 
 
+def fair_maximum(
+    accounts: Sequence[AccountSpec], paces: Mapping[str, Pace], workers: Mapping[str, int]
+) -> Maximum:
+    """The maximum for the mix a router keeping fair shares serves this fleet: a tenant
+    offering less than an equal share of the pool (in tokens, at the offered mix's maximum)
+    is served in full, and the others fill the rest of the pool in proportion to what they
+    offer. On a saturated pool the served mix then leans to the small tenant, whose turns are
+    smaller, and the pool's maximum in tokens is lower than at the offered mix (a pool bound
+    by requests carries fewer tokens). Still the figure for every account serving that mix's
+    mean turn: a router sorting heavy sessions onto accounts bound by requests could exceed
+    it."""
+    offered = {t: paces[t].tokens_per_s * n for t, n in workers.items()}
+    mix, per_turn = blended_mix(paces, dict(workers))
+    equal = maximum(accounts, mix, per_turn).tokens_per_s / max(1, len(workers))
+    small = {t for t, tokens in offered.items() if tokens <= equal}
+
+    def served(scale: float) -> dict[str, float]:
+        return {t: n if t in small else n * scale for t, n in workers.items()}
+
+    def room(scale: float) -> tuple[Maximum, float]:
+        weights = served(scale)
+        at_mix = maximum(accounts, *blended_mix(paces, weights))
+        turns = sum(paces[t].turns_per_s * w for t, w in weights.items())
+        return at_mix, at_mix.turns_per_s - turns
+
+    low, high = 0.0, 64.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if room(middle)[1] >= 0 else (low, middle)
+    return room(low)[0]
+
+
 def blended_mix(
     paces: Mapping[str, Pace], weights: Mapping[str, float]
 ) -> tuple[dict[Kind, dict[str, float]], float]:

@@ -13,8 +13,10 @@ from leasegate.control_plane import keys
 from leasegate.control_plane.deps import Limits
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
+from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.routing.lease_ceiling import LeaseRate
-from tests.fixtures.control import SERVED, Control, FixedRates, account, body, control
+from tests.fixtures.control import SERVED, T0, Control, FixedRates, account, body, control
 
 BIG, SMALL = "big", "small"
 
@@ -97,9 +99,10 @@ async def test_a_pool_not_found_full_lately_costs_no_read() -> None:
     assert await attempt(c, BIG, "b5") in ("a", "b")  # alone, it is never held back
     assert c.store.pool_reads == 1
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    assert c.store.pool_reads == 2  # refused while full lately: is small owed a lease?
     await keys.revoke(c.deps, held(c, BIG)[0])
     assert await attempt(c, BIG, "b6") == "tenant-fair-share-exceeded"
-    assert c.store.pool_reads == 2
+    assert c.store.pool_reads == 3
 
 
 async def test_a_tenant_below_its_share_finds_the_headroom_kept_for_it() -> None:
@@ -171,3 +174,60 @@ async def test_a_flood_from_one_tenant_leaves_the_other_its_share() -> None:
         c.clock.advance(1)
     steady = small_held[10:]
     assert min(steady) >= 2  # its equal share of four leases, every second after warm-up
+
+
+async def test_a_pool_whose_bucket_ran_empty_is_shared_out_at_what_it_holds() -> None:
+    """One account whose quota sustains eight leases of a 1,000-token request a second; big
+    holds two when the bucket runs empty. Small is turned away (`quota-exhausted`, not a
+    full pool of leases); when the bucket refills, big (holding its share of the three
+    leases the pool holds with the next one) yields, and small's mint takes the room."""
+    now = T0.timestamp()
+    limits: dict[QuotaDimension, Bucket] = {
+        "requests": Bucket(480, 480, None, 60.0),
+        "tokens": Bucket(480_000, 480_000, None, 60.0),
+    }
+    store = InProcessQuotaStore()
+    await store.learn([Quota("a", SERVED, limits, "declared", now)], now)
+    rates = FixedRates({("a", SERVED): LeaseRate(1.0, 800.0, 200.0)})
+    c = control(account("a"))
+    c.deps = replace(c.deps, quota=store, lease_rates=rates)
+    for n in range(2):
+        assert await attempt(c, BIG, f"b{n}") == "a"
+    empty: dict[QuotaDimension, Bucket] = {
+        "requests": Bucket(480, 0, now + 60.0),
+        "tokens": Bucket(480_000, 0, now + 60.0),
+    }
+    await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    c.clock.advance(1.0)  # 480 requests over 60 s: room for a few again
+    assert await attempt(c, BIG, "b2") == "tenant-fair-share-exceeded"
+    assert await attempt(c, SMALL, "s1") == "a"
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (2, 1)
+
+
+async def test_a_starved_tenant_below_its_share_takes_a_bucket_refilling_within_a_second() -> None:
+    """Big holds three leases of an account whose quota sustains eight; its bucket is empty
+    and refills a request in 0.125 s. Small's first mint is turned away; its next is owed a
+    lease (below its share of the four-lease pool as occupied, big above its own) and is
+    placed there, to wait out the refill at the proxy; big's is still refused."""
+    now = T0.timestamp()
+    limits: dict[QuotaDimension, Bucket] = {
+        "requests": Bucket(480, 480, None, 60.0),
+        "tokens": Bucket(480_000, 480_000, None, 60.0),
+    }
+    store = InProcessQuotaStore()
+    await store.learn([Quota("a", SERVED, limits, "declared", now)], now)
+    rates = FixedRates({("a", SERVED): LeaseRate(1.0, 800.0, 200.0)})
+    c = control(account("a"))
+    c.deps = replace(c.deps, quota=store, lease_rates=rates)
+    for n in range(3):
+        assert await attempt(c, BIG, f"b{n}") == "a"
+    empty: dict[QuotaDimension, Bucket] = {
+        "requests": Bucket(480, 0, now + 60.0),
+        "tokens": Bucket(480_000, 0, now + 60.0),
+    }
+    await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    assert await attempt(c, SMALL, "s1") == "a"
+    assert await attempt(c, BIG, "b3") == "no-eligible-account"
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (3, 1)

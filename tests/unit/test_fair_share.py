@@ -8,7 +8,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leasegate.capacity.fair_share import Saturation, must_yield, shares
+from leasegate.capacity.fair_share import (
+    Saturation,
+    must_yield,
+    occupied_capacity,
+    owed,
+    shares,
+)
 
 TENANTS = ("t0", "t1", "t2", "t3")
 tenants = st.sampled_from(TENANTS)
@@ -30,8 +36,12 @@ def test_the_shares_add_up_to_the_pool(
 def test_nobody_below_its_share_is_refused(
     tenant: str, capacity: int, held: dict[str, int], starved: set[str], w: dict[str, float]
 ) -> None:
+    """Below its share of the pool as occupied now (never more than its share of the
+    ceilings): never refused for fairness."""
     asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
-    if held.get(tenant, 0) < shares(capacity, asking, w)[tenant]:
+    occupied = occupied_capacity(capacity, held)
+    assert occupied <= capacity
+    if held.get(tenant, 0) < shares(occupied, asking, w)[tenant]:
         assert not must_yield(tenant, capacity, held, starved, w)
 
 
@@ -71,12 +81,25 @@ def test_a_refused_tenant_holds_its_share_and_another_is_below_its_own(
 ) -> None:
     if must_yield(tenant, capacity, held, starved, w):
         asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
+        own = held.get(tenant, 0)
+        occupied = shares(occupied_capacity(capacity, held), asking, w)
+        starving = [t for t in starved - {tenant} if held.get(t, 0) < occupied[t]]
         split = shares(capacity, asking, w)
-        assert held.get(tenant, 0) >= split[tenant]
         below = [t for t in asking - {tenant} if held.get(t, 0) < split[t]]
-        assert any(t in starved for t in below) or (
-            below and capacity - sum(held.values()) <= len(below)
+        assert (own >= occupied[tenant] and starving) or (
+            own >= split[tenant] and below and capacity - sum(held.values()) <= len(below)
         )
+
+
+def test_a_pool_whose_buckets_ran_empty_is_shared_out_at_what_it_holds() -> None:
+    """The quotas' ceilings sum to 40 leases, but the buckets ran empty with 20 held: small,
+    turned away, gets its share of the 20 (and the one being minted), not of the 40."""
+    held = {"big": 15, "small": 5}
+    assert occupied_capacity(40, held) == 21
+    assert must_yield("big", 40, held, {"small"})
+    assert not must_yield("small", 40, held, {"small"})
+    assert not must_yield("big", 40, held, set())  # nobody turned away: no yielding
+    assert not must_yield("big", 40, {"big": 10, "small": 10}, {"small"})  # small at its half
 
 
 # A pool of `capacity` leases. Each step a lease ends (its holder chosen by the draw) or a
@@ -143,3 +166,26 @@ def test_the_pool_counts_as_full_for_a_window_after_anyone_was_turned_away() -> 
     assert saturation.lately("m", 103.0, 3.0)
     assert not saturation.lately("m", 103.5, 3.0)
     assert not saturation.lately("other-model", 100.0, 3.0)
+
+
+def test_a_starved_tenant_is_owed_a_lease_only_out_of_another_tenants_excess() -> None:
+    held = {"big": 15, "small": 5}
+    assert owed("small", 40, held, {"small"})
+    assert not owed("small", 40, held, set())  # not turned away: nothing owed
+    assert not owed("big", 40, held, {"big", "small"})  # above its share
+    assert not owed("small", 40, {}, {"small", "big"})  # a cold pool: nobody's excess
+    assert not owed("small", 40, {"big": 10, "small": 9}, {"small"})  # big at its share
+
+
+@given(tenants, capacities, holdings, st.sets(tenants), weights)
+def test_a_lease_owed_to_one_tenant_is_one_another_must_yield(
+    tenant: str, capacity: int, held: dict[str, int], starved: set[str], w: dict[str, float]
+) -> None:
+    """Whenever a tenant is owed a lease, some other tenant holding more than its share must
+    yield its own next mint: the two rules share one pool out the same way."""
+    if owed(tenant, capacity, held, starved, w):
+        assert any(
+            must_yield(other, capacity, held, starved, w)
+            for other, n in held.items()
+            if other != tenant and n > 0
+        )

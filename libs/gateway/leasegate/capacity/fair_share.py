@@ -5,9 +5,12 @@ are those holding some, those a full pool turned away lately (`starved`), and th
 minting. Each asking tenant's share is the capacity split by weight (default weight 1: equal
 shares). A tenant at or above its share yields to a starved tenant still below its own: its
 mint is refused (held, retry shortly) so that the next lease that frees goes to the starved
-one. It also leaves **headroom**: it does not take the pool's last free leases, one for each
-other asking tenant below its share, so a tenant asking for less than its share is served
-at once instead of first being turned away by a full pool. Nobody below its share is ever
+one. Those two shares are cut from the pool as *occupied* (the leases held and the one being
+minted, `occupied_capacity`): a pool whose quotas' buckets ran empty turns tenants away below
+its lease ceilings, and is then full at what it holds. A tenant also leaves **headroom**: it
+does not take the pool's last free leases, one for each other asking tenant below its share
+of the ceilings, so a tenant asking for less than its share is served at once instead of
+first being turned away by a full pool. Nobody below its share is ever
 refused for fairness, and while no other tenant asks the pool is first come, first served
 (docs/capacity.md).
 """
@@ -39,19 +42,52 @@ def must_yield(
     starved: Set[str],
     weights: Mapping[str, float] | None = None,
 ) -> bool:
-    """Whether `tenant`'s next lease would come out of another tenant's share: `tenant` holds
-    at least its share, and either another starved tenant holds less than its own, or the
-    pool's free leases are no more than the other asking tenants below their shares (one
-    lease of headroom is left for each)."""
+    """Whether `tenant`'s next lease would come out of another tenant's share: either
+    another starved tenant holds less than its share of the pool as occupied now
+    (`occupied_capacity`) while `tenant` holds at least its own, or `tenant` holds at least
+    its share of the ceilings and the pool's free leases are no more than the other asking
+    tenants below their shares (one lease of headroom is left for each)."""
     asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
+    own = held.get(tenant, 0)
+    occupied = shares(occupied_capacity(capacity, held), asking, weights)
+    if own >= occupied[tenant] and any(
+        t != tenant and held.get(t, 0) < occupied[t] for t in starved
+    ):
+        return True
     share = shares(capacity, asking, weights)
-    if held.get(tenant, 0) < share[tenant]:
+    if own < share[tenant]:
         return False
     below = [t for t in asking if t != tenant and held.get(t, 0) < share[t]]
-    if any(t in starved for t in below):
-        return True
     free = capacity - sum(held.values())
     return bool(below) and free <= len(below)
+
+
+def owed(
+    tenant: str,
+    capacity: int,
+    held: Mapping[str, int],
+    starved: Set[str],
+    weights: Mapping[str, float] | None = None,
+) -> bool:
+    """Whether the lease `tenant` asks for is another tenant's excess: `tenant` was turned
+    away lately (it is `starved`) and holds less than its share of the pool as occupied,
+    while another tenant holds more than its own. Two tenants both turned away with nothing
+    held (a cold pool) owe each other nothing."""
+    if tenant not in starved:
+        return False
+    asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
+    occupied = shares(occupied_capacity(capacity, held), asking, weights)
+    if held.get(tenant, 0) >= occupied[tenant]:
+        return False
+    return any(t != tenant and n > occupied[t] for t, n in held.items() if t in occupied)
+
+
+def occupied_capacity(capacity: int, held: Mapping[str, int]) -> int:
+    """The pool a starved tenant's share is cut from: the leases held now and the one being
+    minted, at most the ceilings' sum. A pool turns tenants away *below* its lease ceilings
+    when its quotas' buckets are empty (the refill, not the lease count, ran out): it is
+    full at what it holds, and shares of the ceilings' sum would never reach anyone."""
+    return min(capacity, sum(held.values()) + 1)
 
 
 class Saturation:

@@ -40,6 +40,7 @@ from leasegate.control_plane.placement import (
     AFFINITY_WAIT_S,
     affinity_candidate,
     fair_share_refusal,
+    owed_placement,
 )
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.residency import mint_residency
@@ -183,6 +184,7 @@ async def _walk(
                 if hit and follow is not None
                 else await live.select(position, passed_over)
             )
+        outcome, shared = await _placed_when_owed(deps, body, candidates, live, outcome, shared)
         if isinstance(outcome, NoneEligible):
             return await _no_eligible(deps, body, start, outcome)
         if not shared:
@@ -233,6 +235,23 @@ async def _walk(
             full = PassOver(chosen.account.id, _full_code(chosen, ceiling))
             passed_over = (*outcome.passed_over, full)
             position = chosen.position + 1
+
+
+async def _placed_when_owed(
+    deps: MintDeps,
+    body: MintBody,
+    candidates: Sequence[Candidate],
+    live: LazyFacts,
+    outcome: Selected | NoneEligible,
+    shared: bool,
+) -> tuple[Selected | NoneEligible, bool]:
+    """A mint nobody has room for, of a starved tenant below its share: placed where a
+    bucket refills within a second (`placement.owed_placement`), once per walk, and then
+    past the fair-share check (it is owed the lease)."""
+    if not isinstance(outcome, NoneEligible) or shared:
+        return outcome, shared
+    owed = await owed_placement(deps, body, candidates, live, outcome)
+    return (outcome, shared) if owed is None else (owed, True)
 
 
 async def _commit(

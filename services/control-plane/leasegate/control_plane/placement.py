@@ -20,6 +20,10 @@
   tenant's share, and one lease of headroom for each asking tenant below its share). A
   tenant that must yield is refused `tenant-fair-share-exceeded` (held, retry in 1 s): the
   gateway never waits. A pool that was not full lately costs nothing.
+- **A lease owed.** A mint nobody has room for now, of a tenant turned away lately that holds
+  less than its share of the pool as occupied while another holds more than its own
+  (`fair_share.owed`), goes where a bucket holds a request again within `AFFINITY_WAIT_S`,
+  below its whole sustained ceiling (`owed_placement`), as an affinity may.
 """
 
 from __future__ import annotations
@@ -28,11 +32,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from leasegate.accounts import Candidate
-from leasegate.capacity.fair_share import must_yield
+from leasegate.capacity.fair_share import must_yield, owed
 from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
 from leasegate.core.errors import GatewayError
-from leasegate.routing.selection import Facts
+from leasegate.routing.selection import Facts, NoneEligible, Selected
 from leasegate.wire import MintBody
 
 AFFINITY_WAIT_S = 1.0
@@ -70,6 +74,37 @@ def pool_capacity(candidates: Sequence[Candidate], facts: Facts) -> int | None:
         if account.configured and state == "enabled":
             total += capacity
     return total
+
+
+async def owed_placement(
+    deps: MintDeps,
+    body: MintBody,
+    candidates: Sequence[Candidate],
+    live: LazyFacts,
+    outcome: NoneEligible,
+) -> Selected | None:
+    """For a mint nobody has room for now: when its tenant was turned away lately and holds
+    less than its share of the pool as occupied while another tenant holds more
+    (`fair_share.owed`), the first account whose bucket holds a request again within
+    `AFFINITY_WAIT_S`, below its whole sustained ceiling (the proxy answers its first request
+    with that short `Retry-After`). A saturated pool's buckets are empty at nearly every
+    instant, so a starved tenant's mint would otherwise wait for a moment of room that the
+    leases already held take first. None otherwise, and always, with no read, for a pool this
+    control plane has not found full lately or one without ceilings."""
+    now = deps.clock.now()
+    window_s = deps.limits.fair_share_window_s
+    if not deps.saturation.lately(body.model, now.timestamp(), window_s):
+        return None
+    await live.read_all()
+    capacity = pool_capacity(candidates, live.facts)
+    if capacity is None:
+        return None
+    since = now - timedelta(seconds=window_s)
+    accounts = [c.account.id for c in candidates]
+    demand = await deps.store.pool_demand(accounts, body.model, since, now)
+    if not owed(body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares):
+        return None
+    return live.short_wait(outcome, AFFINITY_WAIT_S)
 
 
 async def fair_share_refusal(
