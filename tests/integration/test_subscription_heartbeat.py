@@ -1,5 +1,5 @@
-"""A Redis subscription's heartbeat follows the traffic (libs/leasegate/kv/subscription_redis.py):
-an idle process sends no PING for seconds at a time; the first request after an idle spell
+"""A Redis subscription's heartbeat follows the traffic
+(libs/gateway/leasegate/kv/subscription_redis.py): an idle process sends no PING for seconds at a time; the first request after an idle spell
 does not rely on it until a PING is answered; while requests ask, the PINGs go every
 heartbeat and the subscription stays trusted. Watched from Redis's side (`CLIENT LIST`: the
 seconds since the subscription's connection last sent a command)."""
@@ -42,11 +42,13 @@ async def test_an_idle_subscription_stays_quiet_and_the_first_request_waits_for_
         while not bus.trusted():  # the PING that asking sent is answered
             assert time.monotonic() - started < 1.0
             await asyncio.sleep(0.005)
-        ended = time.monotonic() + 1.5
+        ended = time.monotonic() + 3.0
         while time.monotonic() < ended:  # requests ask: PINGs every heartbeat, trusted
             assert bus.trusted()
             await asyncio.sleep(0.05)
-        assert await _idle_s(client, name) == 0
+        # Redis counts idle time in whole seconds of its clock, so a PING 0.5 s ago can read
+        # 1; without PINGs while asking, the last command would be 3 s old (2 or more)
+        assert await _idle_s(client, name) <= 1
     finally:
         await bus.aclose()
         await client.aclose()
