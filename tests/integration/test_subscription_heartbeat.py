@@ -1,8 +1,9 @@
 """A Redis subscription's heartbeat follows the traffic
-(libs/gateway/leasegate/kv/subscription_redis.py): an idle process sends no PING for seconds at a time; the first request after an idle spell
-does not rely on it until a PING is answered; while requests ask, the PINGs go every
-heartbeat and the subscription stays trusted. Watched from Redis's side (`CLIENT LIST`: the
-seconds since the subscription's connection last sent a command)."""
+(libs/gateway/leasegate/kv/subscription_redis.py): an idle process sends no PING for seconds
+at a time; the first request after an idle spell does not rely on it until a PING is
+answered; while requests ask, the PINGs go every heartbeat and the subscription stays
+trusted. Watched from Redis's side (`CLIENT LIST`: the seconds since the subscription's
+connection last sent a command)."""
 
 from __future__ import annotations
 
