@@ -14,6 +14,7 @@ import pytest
 from leasegate.core.clock import SystemClock, from_epoch
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.errors import StoreUnavailable
+from leasegate.kv.connect import Deadlines
 from leasegate.kv.redis_client import RedisClient
 from leasegate.kv.slot_keeper import SlotKeeper
 from leasegate.kv.slots_memory import InProcessRequestSlots
@@ -45,8 +46,14 @@ async def slots(request: pytest.FixtureRequest) -> AsyncIterator[RequestSlots]:
         return
     # Built here rather than from the async redis fixtures, which a parametrized async
     # fixture cannot request lazily; this mirrors redis_prefix's clean-up.
-    # Room for every racer at once: the point is 200 scripts racing inside Redis.
-    client = connect(request.getfixturevalue(request.param), max_connections=256)
+    # Room for every racer at once: the point is 200 scripts racing inside Redis. Deadlines
+    # far above the gateway's 2 s: 200 connections opened at once on a loaded machine (a cluster
+    # opens them lazily, inside the race) must not turn into refusals the test is not about.
+    client = connect(
+        request.getfixturevalue(request.param),
+        max_connections=256,
+        deadlines=Deadlines(connect_s=20.0, command_s=20.0),
+    )
     prefix = f"lgtest:{secrets.token_hex(4)}"
     try:
         yield RedisRequestSlots(client, prefix, LEASE_S)
