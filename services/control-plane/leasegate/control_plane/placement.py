@@ -36,6 +36,7 @@ from leasegate.capacity.fair_share import must_yield, owed
 from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
 from leasegate.core.errors import GatewayError
+from leasegate.core.ports.storage import PoolDemand
 from leasegate.routing.selection import Facts, NoneEligible, Selected
 from leasegate.wire import MintBody
 
@@ -91,17 +92,10 @@ async def owed_placement(
     instant, so a starved tenant's mint would otherwise wait for a moment of room that the
     leases already held take first. None otherwise, and always, with no read, for a pool this
     control plane has not found full lately or one without ceilings."""
-    now = deps.clock.now()
-    window_s = deps.limits.fair_share_window_s
-    if not deps.saturation.lately(body.model, now.timestamp(), window_s):
+    full = await _full_pool(deps, body, candidates, live, deps.clock.now())
+    if full is None:
         return None
-    await live.read_all()
-    capacity = pool_capacity(candidates, live.facts)
-    if capacity is None:
-        return None
-    since = now - timedelta(seconds=window_s)
-    accounts = [c.account.id for c in candidates]
-    demand = await deps.store.pool_demand(accounts, body.model, since, now)
+    capacity, demand = full
     if not owed(body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares):
         return None
     return live.short_wait(outcome, AFFINITY_WAIT_S)
@@ -113,6 +107,31 @@ async def fair_share_refusal(
     """`tenant-fair-share-exceeded` when this tenant's next lease would come out of the share
     of a tenant the full pool turned away lately; None otherwise (and always, with no read,
     for a pool this control plane has not found full lately or one without ceilings)."""
+    full = await _full_pool(deps, body, candidates, live, now)
+    if full is None:
+        return None
+    capacity, demand = full
+    if not must_yield(
+        body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares
+    ):
+        return None
+    # the pool is as full for this tenant as a no-eligible-account: the check stays on
+    deps.saturation.refused(
+        body.model, body.tenant, now.timestamp(), deps.limits.fair_share_window_s
+    )
+    return GatewayError(
+        "tenant-fair-share-exceeded",
+        "this tenant holds its share of a full pool while another waits: retry shortly",
+        retry_after_s=FAIR_SHARE_RETRY_S,
+    )
+
+
+async def _full_pool(
+    deps: MintDeps, body: MintBody, candidates: Sequence[Candidate], live: LazyFacts, now: datetime
+) -> tuple[int, PoolDemand] | None:
+    """The pool's capacity and who holds and waits for its leases, when this control plane
+    turned someone away from it lately and every account has a ceiling; None otherwise, and
+    then with no read at all (a pool not found full lately costs nothing)."""
     window_s = deps.limits.fair_share_window_s
     if not deps.saturation.lately(body.model, now.timestamp(), window_s):
         return None
@@ -122,15 +141,4 @@ async def fair_share_refusal(
         return None
     since = now - timedelta(seconds=window_s)
     accounts = [c.account.id for c in candidates]
-    demand = await deps.store.pool_demand(accounts, body.model, since, now)
-    if not must_yield(
-        body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares
-    ):
-        return None
-    # the pool is as full for this tenant as a no-eligible-account: the check stays on
-    deps.saturation.refused(body.model, body.tenant, now.timestamp(), window_s)
-    return GatewayError(
-        "tenant-fair-share-exceeded",
-        "this tenant holds its share of a full pool while another waits: retry shortly",
-        retry_after_s=FAIR_SHARE_RETRY_S,
-    )
+    return capacity, await deps.store.pool_demand(accounts, body.model, since, now)
