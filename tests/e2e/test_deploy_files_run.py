@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from leasegate.cli.main import check_server
 from leasegate.config import load_config
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.databases import create_database, drop_database, pg_url
 from tests.fixtures.deploy_files import (
     LocalWorld,
     Service,
+    check_server,
     compose_services,
     first_model,
     kubernetes_services,

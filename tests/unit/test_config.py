@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from leasegate.cli.main import check_server
 from leasegate.config import ConfigError, load_config
 from leasegate.control_plane.main import warn_per_process_console_key
+from tests.fixtures.deploy_files import check_server
 
 GOOD_ACCOUNT = """
   - id: openai-main

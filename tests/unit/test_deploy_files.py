@@ -19,9 +19,8 @@ import yaml
 from dockerfile_parse import DockerfileParser
 
 from leasegate.accounts import parse_accounts
-from leasegate.cli.main import check_server
 from leasegate.config import Settings, load_config
-from tests.fixtures.deploy_files import documented_secrets
+from tests.fixtures.deploy_files import check_server, documented_secrets
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -27,10 +27,10 @@ from pydantic import SecretStr
 from leasegate.cli.admin import ADMIN_COMMANDS, add_admin_commands, run_admin
 from leasegate.cli.demo import DEMO_PORT, demo_banner, demo_defaults, serve_with_demo
 from leasegate.cli.evidence import EVIDENCE_COMMAND, add_evidence_commands, run_evidence
-from leasegate.config import Config, ConfigError, Settings, load_config
+from leasegate.config import Config, ConfigError, load_config
 from leasegate.web.startup import prepare_process, with_access_log
 
-_DEFAULT_PORTS = {"dev": 8080, "control-plane": 8080, "proxy": 8081}
+DEV_PORT = 8080
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,7 +65,6 @@ def _run(args: argparse.Namespace, config: Config) -> int:
         return _migrate(config)
     if args.command == EVIDENCE_COMMAND:
         return run_evidence(args, config)
-    port = args.port if args.port is not None else _DEFAULT_PORTS[args.command]
     if args.command == "dev":
         from leasegate.cli.dev import create_dev_app
         from leasegate.web.serve import serve
@@ -76,29 +75,19 @@ def _run(args: argparse.Namespace, config: Config) -> int:
             token = secrets.token_urlsafe(24)
             config = load_config(control_token=SecretStr(token))
             sys.stderr.write(f"leasegate dev: generated control token: {token}\n")
+        port = args.port if args.port is not None else DEV_PORT
         return serve(with_access_log(create_dev_app(config), config), config, args.host, port)
     # each deployable's own composition root, imported only when it runs: a proxy process
     # never loads the control plane, the console or Alembic
     if args.command == "control-plane":
-        from leasegate.control_plane.main import run as run_control_plane
+        from leasegate.control_plane import main as control_plane
 
-        return run_control_plane(config, args.host, port, args.workers)
-    from leasegate.proxy.main import run as run_proxy
+        port = args.port if args.port is not None else control_plane.DEFAULT_PORT
+        return control_plane.run(config, args.host, port, args.workers)
+    from leasegate.proxy import main as proxy
 
-    return run_proxy(config, args.host, port, args.workers)
-
-
-def check_server(command: str, workers: int, settings: Settings) -> None:
-    """What a production server command needs beyond valid settings; ConfigError otherwise
-    (each deployable's own `check`)."""
-    if command == "control-plane":
-        from leasegate.control_plane.main import check as check_control_plane
-
-        check_control_plane(settings, workers)
-    else:
-        from leasegate.proxy.main import check as check_proxy
-
-        check_proxy(settings)
+    port = args.port if args.port is not None else proxy.DEFAULT_PORT
+    return proxy.run(config, args.host, port, args.workers)
 
 
 def _run_demo(args: argparse.Namespace, workdir: Path) -> int:
@@ -109,7 +98,7 @@ def _run_demo(args: argparse.Namespace, workdir: Path) -> int:
     prepare_process(config)
     if args.workers != 1:
         raise ConfigError("--workers: `dev` runs one process (its stores live in it)")
-    port = args.port if args.port is not None else _DEFAULT_PORTS["dev"]
+    port = args.port if args.port is not None else DEV_PORT
     url = f"http://{args.host}:{port}"
     banner = demo_banner(url, args.demo_port, config, defaults["LEASEGATE_DATABASE_URL"])
     sys.stderr.write(banner)
