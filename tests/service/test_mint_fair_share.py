@@ -176,11 +176,10 @@ async def test_a_flood_from_one_tenant_leaves_the_other_its_share() -> None:
     assert min(steady) >= 2  # its equal share of four leases, every second after warm-up
 
 
-async def test_a_pool_whose_bucket_ran_empty_is_shared_out_at_what_it_holds() -> None:
-    """One account whose quota sustains eight leases of a 1,000-token request a second; big
-    holds two when the bucket runs empty. Small is turned away (`quota-exhausted`, not a
-    full pool of leases); when the bucket refills, big (holding its share of the three
-    leases the pool holds with the next one) yields, and small's mint takes the room."""
+async def _big_holds_an_emptied_account(leases: int) -> Control:
+    """One account whose declared quota sustains eight leases of a 1,000-token request a
+    second; big takes `leases` of it, then the account's answers say its bucket is empty
+    (480 requests a minute: a request's room again every 0.125 s)."""
     now = T0.timestamp()
     limits: dict[QuotaDimension, Bucket] = {
         "requests": Bucket(480, 480, None, 60.0),
@@ -191,13 +190,22 @@ async def test_a_pool_whose_bucket_ran_empty_is_shared_out_at_what_it_holds() ->
     rates = FixedRates({("a", SERVED): LeaseRate(1.0, 800.0, 200.0)})
     c = control(account("a"))
     c.deps = replace(c.deps, quota=store, lease_rates=rates)
-    for n in range(2):
+    for n in range(leases):
         assert await attempt(c, BIG, f"b{n}") == "a"
     empty: dict[QuotaDimension, Bucket] = {
         "requests": Bucket(480, 0, now + 60.0),
         "tokens": Bucket(480_000, 0, now + 60.0),
     }
     await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    return c
+
+
+async def test_a_pool_whose_bucket_ran_empty_is_shared_out_at_what_it_holds() -> None:
+    """One account whose quota sustains eight leases of a 1,000-token request a second; big
+    holds two when the bucket runs empty. Small is turned away (`quota-exhausted`, not a
+    full pool of leases); when the bucket refills, big (holding its share of the three
+    leases the pool holds with the next one) yields, and small's mint takes the room."""
+    c = await _big_holds_an_emptied_account(2)
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     c.clock.advance(1.0)  # 480 requests over 60 s: room for a few again
     assert await attempt(c, BIG, "b2") == "tenant-fair-share-exceeded"
@@ -210,23 +218,7 @@ async def test_a_starved_tenant_below_its_share_takes_a_bucket_refilling_within_
     and refills a request in 0.125 s. Small's first mint is turned away; its next is owed a
     lease (below its share of the four-lease pool as occupied, big above its own) and is
     placed there, to wait out the refill at the proxy; big's is still refused."""
-    now = T0.timestamp()
-    limits: dict[QuotaDimension, Bucket] = {
-        "requests": Bucket(480, 480, None, 60.0),
-        "tokens": Bucket(480_000, 480_000, None, 60.0),
-    }
-    store = InProcessQuotaStore()
-    await store.learn([Quota("a", SERVED, limits, "declared", now)], now)
-    rates = FixedRates({("a", SERVED): LeaseRate(1.0, 800.0, 200.0)})
-    c = control(account("a"))
-    c.deps = replace(c.deps, quota=store, lease_rates=rates)
-    for n in range(3):
-        assert await attempt(c, BIG, f"b{n}") == "a"
-    empty: dict[QuotaDimension, Bucket] = {
-        "requests": Bucket(480, 0, now + 60.0),
-        "tokens": Bucket(480_000, 0, now + 60.0),
-    }
-    await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    c = await _big_holds_an_emptied_account(3)
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     assert await attempt(c, SMALL, "s1") == "a"
     assert await attempt(c, BIG, "b3") == "no-eligible-account"
