@@ -116,8 +116,15 @@ class RedisSubscription:
         self._pinged = now
 
         async def ping() -> None:
+            # This task only writes: it never reconnects the connection the listener reads.
+            # `pubsub.ping()` would, and a reconnect here racing the listener's own (Redis
+            # restarted under both) opened two sockets and lost one unclosed. A connection
+            # already down is the listener's to replace.
+            connection = pubsub.connection
+            if connection is None or not connection.is_connected:
+                return
             with contextlib.suppress(*REDIS_ERRORS):
-                await pubsub.ping()
+                await connection.send_command("PING", check_health=False)
 
         self._pinging = asyncio.get_running_loop().create_task(ping())
 
