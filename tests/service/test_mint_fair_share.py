@@ -223,3 +223,33 @@ async def test_a_starved_tenant_below_its_share_takes_a_bucket_refilling_within_
     assert await attempt(c, SMALL, "s1") == "a"
     assert await attempt(c, BIG, "b3") == "no-eligible-account"
     assert (len(held(c, BIG)), len(held(c, SMALL))) == (3, 1)
+
+
+async def test_an_owed_lease_goes_to_the_bucket_refilling_soonest() -> None:
+    """Two emptied accounts, `a` first in the pool refilling a request every 0.125 s, `b`
+    every 0.03 s (the proxy refuses an owed lease's first request until its refill): the
+    lease small is owed goes to `b`, not to the pool's first account, and the next one too
+    (`b` still refills sooner, with one lease more)."""
+    now = T0.timestamp()
+    store = InProcessQuotaStore()
+    rates = FixedRates({})
+    for name, rpm in (("a", 480), ("b", 2_000)):
+        limits: dict[QuotaDimension, Bucket] = {
+            "requests": Bucket(rpm, rpm, None, 60.0),
+            "tokens": Bucket(rpm * 1_000, rpm * 1_000, None, 60.0),
+        }
+        await store.learn([Quota(name, SERVED, limits, "declared", now)], now)
+        rates.rates[(name, SERVED)] = LeaseRate(1.0, 800.0, 200.0)
+    c = control(account("a"), account("b"))
+    c.deps = replace(c.deps, quota=store, lease_rates=rates)
+    for n in range(6):
+        assert await attempt(c, BIG, f"b{n}") in ("a", "b")
+    for name, rpm in (("a", 480), ("b", 2_000)):
+        empty: dict[QuotaDimension, Bucket] = {
+            "requests": Bucket(rpm, 0, now + 60.0),
+            "tokens": Bucket(rpm * 1_000, 0, now + 60.0),
+        }
+        await store.learn([Quota(name, SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    assert await attempt(c, SMALL, "s1") == "b"
+    assert await attempt(c, SMALL, "s2") == "b"

@@ -195,10 +195,41 @@ def affinity_code(candidate: Candidate, facts: Facts, wait_s: float) -> str | No
     code = filter_code(candidate, facts)
     if code != "quota-exhausted":
         return code
+    return None if _bucket_wait(candidate, facts) <= wait_s else code
+
+
+def soonest_room(candidates: Sequence[Candidate], facts: Facts, wait_s: float) -> Candidate | None:
+    """Of the candidates `affinity_code` would let take a mint, the one whose bucket holds a
+    request again soonest (room now counts as no wait); ties go to the fewest leases held,
+    then to pool order. For a lease owed to a starved tenant (`placement.owed_placement`):
+    the proxy refuses the lease's first request until that refill, so the soonest costs the
+    tenant least, and owed leases spread over the buckets refilling rather than piling on
+    the pool's first account. None when none refills within `wait_s`."""
+    best: tuple[float, int, int] | None = None
+    chosen: Candidate | None = None
+    for candidate in candidates:
+        code = filter_code(candidate, facts)
+        if code is None:
+            wait = 0.0
+        elif code == "quota-exhausted":
+            wait = max(_bucket_wait(candidate, facts), 0.0)
+        else:
+            continue
+        if wait > wait_s:
+            continue
+        rank = (wait, facts.leases_held.get(candidate.account.id, 0), candidate.position)
+        if best is None or rank < best:
+            best, chosen = rank, candidate
+    return chosen
+
+
+def _bucket_wait(candidate: Candidate, facts: Facts) -> float:
+    """Seconds until the candidate's quota holds one more average request (`quota_wait`):
+    0 when it does now, infinity while its live leases hold the sustained ceiling."""
     pair = (candidate.account.id, candidate.served_model)
     held = facts.leases_held.get(candidate.account.id, 0)
     when = quota_wait(facts.quotas.get(pair), facts.rate(pair), held, facts.now)
-    return None if when is None or when - facts.now <= wait_s else code
+    return 0.0 if when is None else when - facts.now
 
 
 def select(

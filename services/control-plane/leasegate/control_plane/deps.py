@@ -39,6 +39,7 @@ from leasegate.routing.selection import (
     affinity_code,
     filter_code,
     select,
+    soonest_room,
 )
 from leasegate.web.spend_totals import SpendTotals
 
@@ -250,18 +251,18 @@ class LazyFacts:
         return Selected(chosen, skipped)
 
     def short_wait(self, outcome: NoneEligible, wait_s: float) -> Selected | None:
-        """The first candidate from the walk's start whose quota has room for one average
-        request again within `wait_s`, below its whole sustained ceiling (`affinity_code`),
-        for a mint nobody has room for now; None when there is none. The reservation then
-        holds it to the whole ceiling."""
+        """For a mint nobody has room for now, the candidate from the walk's start whose
+        quota has room for one average request again soonest within `wait_s`, below its
+        whole sustained ceiling (`routing.selection.soonest_room`); None when there is none.
+        The reservation then holds it to the whole ceiling."""
         whole = self.facts.unbounded()
-        for candidate in self._candidates[self._start : self._read_to]:
-            if affinity_code(candidate, whole, wait_s) is None:
-                self._past_bounds = "affinity"
-                chosen = candidate.account.id
-                skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen)
-                return Selected(candidate, skipped)
-        return None
+        walked = self._candidates[self._start : self._read_to]
+        chosen = soonest_room(walked, whole, wait_s)
+        if chosen is None:
+            return None
+        self._past_bounds = "affinity"
+        skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
+        return Selected(chosen, skipped)
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The ceiling the reservation holds the selected candidate to: the advisory bounds'

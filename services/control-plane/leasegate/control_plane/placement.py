@@ -22,8 +22,8 @@
   gateway never waits. A pool that was not full lately costs nothing.
 - **A lease owed.** A mint nobody has room for now, of a tenant turned away lately that holds
   less than its share of the pool as occupied while another holds more than its own
-  (`fair_share.owed`), goes where a bucket holds a request again within `AFFINITY_WAIT_S`,
-  below its whole sustained ceiling (`owed_placement`), as an affinity may.
+  (`fair_share.owed`), goes where a bucket holds a request again soonest, within
+  `AFFINITY_WAIT_S`, below its whole sustained ceiling (`owed_placement`), as an affinity may.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ async def owed_placement(
 ) -> Selected | None:
     """For a mint nobody has room for now: when its tenant was turned away lately and holds
     less than its share of the pool as occupied while another tenant holds more
-    (`fair_share.owed`), the first account whose bucket holds a request again within
+    (`fair_share.owed`), the account whose bucket holds a request again soonest, within
     `AFFINITY_WAIT_S`, below its whole sustained ceiling (the proxy answers its first request
     with that short `Retry-After`). A saturated pool's buckets are empty at nearly every
     instant, so a starved tenant's mint would otherwise wait for a moment of room that the
