@@ -17,6 +17,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from leasegate.demo.upstream import MockRequest, MockUpstream, Reply
+from tests.fixtures.faults import eventually
 from tests.fixtures.gateways import (
     ADMIN_TOKEN,
     CONTROL_TOKEN,
@@ -354,6 +355,17 @@ async def test_spend_shows_a_tenant_budget_and_the_day_chart_drawn_in_the_page(
     assert (await gw.chat(minted["key"], model="gpt-4o")).status_code == 200
     (row,) = await gw.evidence_for(minted["mint_decision_id"])
     spent = row["input_tokens"] + row["output_tokens"]
+
+    async def counted() -> bool:
+        # a request served before the proxy learnt the new budget is counted when the
+        # budget change settles (~4 s, again at ~8 s: docs/spend.md): the page shows totals
+        answer = await gw.client.get(
+            f"{gw.url}/control/v2/tenants/spend/browser/budget",
+            headers={"Authorization": f"Bearer {CONTROL_TOKEN}"},
+        )
+        return bool(answer.json()["spent"]["tokens"] == spent)
+
+    await eventually(counted, within_s=15.0)
     context, page = await console.signed_in(CONTROL_TOKEN)
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
