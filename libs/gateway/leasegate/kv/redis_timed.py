@@ -68,6 +68,13 @@ class TimedRedisCluster(RedisCluster):
     calls: CallObserver | None = None
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if self.get_default_node() is None:
+            # Never initialised: redis-py chooses a command's node before it initialises, and
+            # without a slot map it sends a keyed command (a script's EVALSHA) to a random
+            # node. A first burst then met MOVED on two in three commands, and the
+            # reinitialisation the redirects asked for closed connections other commands
+            # were opening (AttributeError on a None writer). One initialisation first.
+            await self.initialize()
         call = super().execute_command(*args, **kwargs)
         return await (call if self.calls is None else _timed(self.calls, call))
 
