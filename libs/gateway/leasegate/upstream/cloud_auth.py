@@ -209,30 +209,37 @@ GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 class GoogleToken:
-    """`authorization: Bearer <access token>` from Application Default Credentials."""
+    """`authorization: Bearer <access token>` from Application Default Credentials.
 
-    __slots__ = ("_account_id", "_credentials", "_header", "_lock")
+    The refresh runs in a thread and google-auth refreshes its credentials in place, so the
+    requests on the loop read only `_current`: the credentials and their header, published
+    together by the loop once the thread is done. (Reading the credentials themselves, a
+    request could see the first token already valid while its header was not written yet,
+    and went out with no `authorization` at all: a 401 from Vertex under load.)"""
+
+    __slots__ = ("_account_id", "_credentials", "_current", "_lock")
 
     def __init__(self, account_id: str) -> None:
         self._account_id = account_id
         self._credentials: Any = None
-        self._header: Headers = ()
+        """Touched only by the refresh thread, one at a time (the lock)."""
+        self._current: tuple[Any, Headers] | None = None
         self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"GoogleToken(account={self._account_id!r})"
 
     async def sign(self, url: URL, headers: Headers, body: bytes) -> Headers:
-        credentials = self._credentials
-        if credentials is not None and credentials.valid:  # google-auth's window included
-            return self._header
+        current = self._current
+        if current is not None and current[0].valid:  # google-auth's window included
+            return current[1]
         async with self._lock:  # one refresh at a time; the others wait for its token
-            credentials = self._credentials
-            if credentials is None or not credentials.valid:
-                await asyncio.to_thread(self._refresh)
-        return self._header
+            current = self._current
+            if current is None or not current[0].valid:
+                current = self._current = await asyncio.to_thread(self._refresh)
+        return current[1]
 
-    def _refresh(self) -> None:
+    def _refresh(self) -> tuple[Any, Headers]:
         import google.auth
         import google.auth.exceptions
         import google.auth.transport.requests
@@ -245,7 +252,7 @@ class GoogleToken:
             raise RequestNotSent(
                 f"account {self._account_id}: no Google access token ({type(exc).__name__})"
             ) from None
-        self._header = (("authorization", f"Bearer {self._credentials.token}"),)
+        return self._credentials, (("authorization", f"Bearer {self._credentials.token}"),)
 
 
 def signer_for(account_id: str, scheme: str | None, options: Mapping[str, str]) -> Signer | None:
