@@ -74,8 +74,7 @@ def measure(n: int = 20_000) -> dict[str, float]:
         valid = True
         token = "ya29.x"  # noqa: S105 - a placeholder, never sent
 
-    token._credentials = _Valid()
-    token._header = (("authorization", "Bearer ya29.x"),)
+    token._current = (_Valid(), (("authorization", "Bearer ya29.x"),))  # as after a refresh
     loop = asyncio.new_event_loop()
 
     async def many() -> None:
