@@ -25,6 +25,7 @@ facts in growing chunks on that basis (`control_plane/deps.py`, `LazyFacts`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -192,10 +193,8 @@ def affinity_code(candidate: Candidate, facts: Facts, wait_s: float) -> str | No
     wait a little for its cache: an account `quota-exhausted` only until its bucket holds one
     average request again, within `wait_s`, and below its sustained ceiling, takes it (the
     proxy refuses its first request with that short `Retry-After`; the gateway never waits)."""
-    code = filter_code(candidate, facts)
-    if code != "quota-exhausted":
-        return code
-    return None if _bucket_wait(candidate, facts) <= wait_s else code
+    code, wait = _code_and_wait(candidate, facts)
+    return None if wait <= wait_s else code
 
 
 def soonest_room(candidates: Sequence[Candidate], facts: Facts, wait_s: float) -> Candidate | None:
@@ -208,28 +207,27 @@ def soonest_room(candidates: Sequence[Candidate], facts: Facts, wait_s: float) -
     best: tuple[float, int, int] | None = None
     chosen: Candidate | None = None
     for candidate in candidates:
-        code = filter_code(candidate, facts)
-        if code is None:
-            wait = 0.0
-        elif code == "quota-exhausted":
-            wait = max(_bucket_wait(candidate, facts), 0.0)
-        else:
-            continue
-        if wait > wait_s:
-            continue
+        _, wait = _code_and_wait(candidate, facts)
         rank = (wait, facts.leases_held.get(candidate.account.id, 0), candidate.position)
-        if best is None or rank < best:
+        if wait <= wait_s and (best is None or rank < best):
             best, chosen = rank, candidate
     return chosen
 
 
-def _bucket_wait(candidate: Candidate, facts: Facts) -> float:
-    """Seconds until the candidate's quota holds one more average request (`quota_wait`):
-    0 when it does now, infinity while its live leases hold the sustained ceiling."""
+def _code_and_wait(candidate: Candidate, facts: Facts) -> tuple[str | None, float]:
+    """`filter_code`, and how long a mint would wait for the candidate if it may wait for
+    its quota's bucket (and only for that): 0 when nothing rules it out, the seconds until
+    the bucket holds one more average request when only its quota does (infinity while its
+    live leases hold the sustained ceiling, `quota_wait`), infinity for any other filter."""
+    code = filter_code(candidate, facts)
+    if code is None:
+        return None, 0.0
+    if code != "quota-exhausted":
+        return code, math.inf
     pair = (candidate.account.id, candidate.served_model)
     held = facts.leases_held.get(candidate.account.id, 0)
     when = quota_wait(facts.quotas.get(pair), facts.rate(pair), held, facts.now)
-    return 0.0 if when is None else when - facts.now
+    return code, 0.0 if when is None else max(when - facts.now, 0.0)
 
 
 def select(
