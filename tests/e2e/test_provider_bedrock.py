@@ -20,8 +20,8 @@ import anthropic
 import pytest
 
 from tests.fixtures.gateways import Gateway, gateway_env, in_process_gateway
-from tests.fixtures.mock_clouds import MockBedrock, mock_bedrock
-from tests.fixtures.scripted import ENV, account_health, only_row
+from tests.fixtures.mock_clouds import CLOUD_ENV, MockBedrock, mock_bedrock
+from tests.fixtures.scripted import account_health, only_row
 from tests.fixtures.services import StoresEnv
 
 REGION = "eu-central-1"
@@ -73,7 +73,9 @@ async def gw(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", _secret("AKIATEST0001") or "")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token-1")
     async with mock_bedrock(REGION, _secret) as mock:
-        env = gateway_env(tmp_path, [bedrock_entry(mock)], **stores_env, extra=ENV, currency="USD")
+        env = gateway_env(
+            tmp_path, [bedrock_entry(mock)], **stores_env, extra=CLOUD_ENV, currency="USD"
+        )
         async with in_process_gateway(env) as gateway:
             yield gateway, mock
 
@@ -234,7 +236,7 @@ async def test_credentials_that_expire_during_a_run_are_refreshed_without_a_fail
     )
     async with mock_bedrock(REGION, _secret) as mock:
         entry = bedrock_entry(mock, aws_profile="bedrock-prod")
-        env = gateway_env(tmp_path, [entry], **stores_env, extra=ENV, currency="USD")
+        env = gateway_env(tmp_path, [entry], **stores_env, extra=CLOUD_ENV, currency="USD")
         async with in_process_gateway(env) as gateway:
             key = (await gateway.minted(model="claude-fleet", dispatch_id="d-b-6"))["key"]
             async with sdk(gateway, key) as client:
@@ -267,7 +269,9 @@ async def test_irsa_web_identity_credentials_from_sts_sign_the_requests(
         monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token_file))
         monkeypatch.setenv("AWS_ENDPOINT_URL_STS", mock.url)
         monkeypatch.setenv("AWS_REGION", REGION)
-        env = gateway_env(tmp_path, [bedrock_entry(mock)], **stores_env, extra=ENV, currency="USD")
+        env = gateway_env(
+            tmp_path, [bedrock_entry(mock)], **stores_env, extra=CLOUD_ENV, currency="USD"
+        )
         async with in_process_gateway(env) as gateway:
             key = (await gateway.minted(model="claude-fleet", dispatch_id="d-b-irsa"))["key"]
             async with sdk(gateway, key) as client:

@@ -20,8 +20,8 @@ import anthropic
 import pytest
 
 from tests.fixtures.gateways import Gateway, gateway_env, in_process_gateway
-from tests.fixtures.mock_clouds import MockVertex, mock_vertex
-from tests.fixtures.scripted import ENV, account_health, only_row
+from tests.fixtures.mock_clouds import CLOUD_ENV, MockVertex, mock_vertex
+from tests.fixtures.scripted import account_health, only_row
 from tests.fixtures.services import StoresEnv
 
 CLAUDE = "claude-sonnet-4-5@20250929"
@@ -60,7 +60,7 @@ async def vertex_gateway(
     async with mock_vertex(token_s) as mock:
         path = mock.service_account_file(tmp_path / "service-account.json")
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(path))
-        env = gateway_env(tmp_path, entries(mock), **stores_env, extra=ENV, currency="USD")
+        env = gateway_env(tmp_path, entries(mock), **stores_env, extra=CLOUD_ENV, currency="USD")
         async with in_process_gateway(env) as gateway:
             yield gateway, mock
 
