@@ -66,7 +66,13 @@ def chat_body(*, stream: bool, size: int = 8192, model: str = PACED_MODEL) -> by
     while len(json.dumps(messages)) < size - 200:
         role = "user" if len(messages) % 2 else "assistant"
         messages.append({"role": role, "content": turn * 8})
-    return json.dumps({"model": model, "messages": messages, "stream": stream}).encode()
+    body: dict[str, object] = {"model": model, "messages": messages, "stream": stream}
+    if stream:
+        # as an agent that meters its own spend asks: the upstream's usage chunk then reaches
+        # the caller, so every target delivers the same events (a proxy asked for no usage
+        # drops that chunk, which a count of events per gap would read as 20 ms added)
+        body["stream_options"] = {"include_usage": True}
+    return json.dumps(body).encode()
 
 
 def render(base_url: str, key: str, body: bytes) -> bytes:

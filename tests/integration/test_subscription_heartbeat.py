@@ -14,6 +14,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
+from leasegate.kv import subscription_redis
 from leasegate.kv.revocations_redis import RedisRevocationBus
 
 pytestmark = pytest.mark.redis
@@ -50,6 +51,70 @@ async def test_an_idle_subscription_stays_quiet_and_the_first_request_waits_for_
         # Redis counts idle time in whole seconds of its clock, so a PING 0.5 s ago can read
         # 1; without PINGs while asking, the last command would be 3 s old (2 or more)
         assert await _idle_s(client, name) <= 1
+    finally:
+        await bus.aclose()
+        await client.aclose()
+
+
+async def test_requests_asking_in_bursts_further_apart_than_the_bound_find_it_trusted(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Admissions come in bursts with only open streams between them (a fleet's long
+    answers): asked less often than the silence bound (here 3 x 0.1 s), the subscription
+    renews itself, so each burst relies on it instead of every request asking Redis."""
+    client = aioredis.from_url(redis_url)
+    bus = RedisRevocationBus(client, redis_prefix, heartbeat_s=0.1)
+    await bus.subscribe(lambda revoked: None, lambda: None)
+    try:
+        for _ in range(5):
+            assert await bus.confirmed()  # a burst, then 0.6 s of streams: twice the bound
+            await asyncio.sleep(0.6)
+            assert bus.trusted()
+    finally:
+        await bus.aclose()
+        await client.aclose()
+
+
+async def _pings(client: aioredis.Redis) -> int:
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_ping", {}).get("calls", 0))
+
+
+async def test_a_burst_after_an_idle_spell_waits_for_one_pong_not_a_store_read_each(
+    redis_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first requests after an idle spell cannot trust the subscription until a PING is
+    answered; `confirmed()` lets all of them wait for that one answer (well under a
+    millisecond on a live Redis) and then rely on it."""
+    monkeypatch.setattr(subscription_redis, "ASKED_WITHIN_S", 0.2)
+    client = aioredis.from_url(redis_url)
+    bus = RedisRevocationBus(client, redis_prefix, heartbeat_s=0.1)
+    await bus.subscribe(lambda revoked: None, lambda: None)
+    try:
+        await asyncio.sleep(1.0)  # idle: the 10 s idle heartbeat sends nothing meanwhile
+        assert not bus.trusted()
+        pings = await _pings(client)
+        started = time.monotonic()
+        answers = await asyncio.gather(*(bus.confirmed() for _ in range(50)))
+        assert all(answers)
+        assert time.monotonic() - started < subscription_redis.CONFIRM_WITHIN_S
+        # the first trusted() above sent one PING; the burst waited for it and sent none
+        assert await _pings(client) - pings <= 1
+    finally:
+        await bus.aclose()
+        await client.aclose()
+
+
+async def test_confirmed_is_false_at_once_for_a_subscription_that_is_down(
+    redis_prefix: str,
+) -> None:
+    client = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
+    bus = RedisRevocationBus(client, redis_prefix, reply_within_s=0.3)
+    await bus.subscribe(lambda revoked: None, lambda: None)
+    try:
+        started = time.monotonic()
+        assert not await bus.confirmed()
+        assert time.monotonic() - started < 0.05
     finally:
         await bus.aclose()
         await client.aclose()

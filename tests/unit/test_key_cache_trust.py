@@ -41,7 +41,11 @@ async def test_a_revocation_the_fanout_missed_is_seen_once_the_entry_is_untruste
     fanout_live: bool,
 ) -> None:
     store, clock = MemoryStore(), StepClock()
-    resolver = KeyResolver(store, clock, ttl_s=60, fanout_ready=lambda: fanout_live)
+
+    async def trusted() -> bool:
+        return fanout_live
+
+    resolver = KeyResolver(store, clock, ttl_s=60, fanout_trusted=trusted)
     record, parsed = _key(store)
     await resolver.resolve(parsed)  # cached now
 

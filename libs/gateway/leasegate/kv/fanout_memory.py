@@ -28,6 +28,9 @@ class InProcessFanout(Generic[Message]):
     def trusted(self) -> bool:
         return True
 
+    async def confirmed(self) -> bool:
+        return True
+
     async def publish(self, messages: Sequence[Message]) -> None:
         for deliver in self._subscribers:
             deliver(messages)

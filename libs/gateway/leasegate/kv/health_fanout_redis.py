@@ -57,6 +57,11 @@ class RedisHealthFanout:
         """Live and heard from lately (see subscription_redis.py); asked per request."""
         return self._subscription.trusted()
 
+    async def confirmed(self) -> bool:
+        """`trusted()`, or once the heartbeat that asking sent is answered (a burst after an
+        idle spell: one round trip for all of it; see subscription_redis.py)."""
+        return await self._subscription.confirmed()
+
     async def publish(self, news: Sequence[HealthNews]) -> None:
         if news:
             payload = json.dumps([[n.account_id, n.model, n.until] for n in news])

@@ -53,6 +53,11 @@ class RedisRevocationBus:
         """Live and heard from lately (see subscription_redis.py); asked per request."""
         return self._subscription.trusted()
 
+    async def confirmed(self) -> bool:
+        """`trusted()`, or once the heartbeat that asking sent is answered (a burst after an
+        idle spell: one round trip for all of it; see subscription_redis.py)."""
+        return await self._subscription.confirmed()
+
     async def publish(self, revocations: Sequence[Revocation]) -> None:
         if revocations:
             payload = json.dumps([[r.key_id, r.expires_at] for r in revocations])

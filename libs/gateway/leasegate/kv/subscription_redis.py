@@ -19,12 +19,19 @@ the traffic, so an idle process sends almost nothing:
   every `heartbeat_s`, and a connection that stays open but silent (a partition, a middlebox
   that lost the flow, a frozen relay) is distrusted within `SILENT_HEARTBEATS * heartbeat_s`
   of its last sign of life, as before.
+- Asked within `ASKED_WITHIN_S` but less often than the silence bound (admissions come in
+  bursts with only open streams between them: a fleet's long answers), the listener sends a
+  PING itself half a heartbeat before the last sign of life would outlast the bound, so the
+  next burst finds the subscription trusted instead of every request of it asking Redis (and
+  the key cache's short trust) for the admission. At steady rates the requests' own PINGs
+  come first and this timer never fires.
 - Nobody asking for `ASKED_WITHIN_S` (an idle process), the subscription pings itself every
   `IDLE_HEARTBEAT_S` and is dropped and replaced after `SILENT_HEARTBEATS` of those without a
   sign of life. The first request after an idle spell finds it not trusted (its last sign of
   life is older than the bound) and wakes a PING; it and those before the PONG are served as
   while the subscription is down (the key cache trusts an entry 1 s, the health view asks
-  Redis).
+  Redis), unless they ask `confirmed()`: then they wait (at most `CONFIRM_WITHIN_S`) for
+  that one PONG, a single round trip for the whole burst, and rely on the subscription.
 
 `ready` says whether the subscription is live (readiness, metrics), false from a failure or a
 drop until a new subscription is confirmed; owners that cache trust their cache less while
@@ -56,6 +63,8 @@ SILENT_HEARTBEATS = 3
 IDLE_HEARTBEAT_S = 10.0
 """The heartbeat of a subscription nobody has asked `trusted()` of for `ASKED_WITHIN_S`."""
 ASKED_WITHIN_S = 5.0
+CONFIRM_WITHIN_S = 0.25
+"""How long `confirmed()` waits for the answer to the PING that asking sent."""
 
 
 class RedisSubscription:
@@ -87,6 +96,8 @@ class RedisSubscription:
         self._pubsub: PubSub | None = None
         self._pinging: asyncio.Task[None] | None = None
         self._dropping: asyncio.Task[None] | None = None
+        self._sign: asyncio.Future[None] | None = None
+        """Resolved by the listener at the next sign of life (or its end): `confirmed()`."""
 
     @property
     def ready(self) -> bool:
@@ -101,14 +112,41 @@ class RedisSubscription:
         if not self._live or self._pubsub is None:
             return False
         loop = asyncio.get_running_loop()
-        now = self._asked = loop.time()
+        now, asked = loop.time(), self._asked
+        self._asked = now
         waiting = self._pinged > self._heard
         if waiting and now - self._pinged > self._silent_after_s:
             self._drop(self._pubsub)
             return False
-        if not waiting and now - self._pinged >= self._heartbeat_s:
+        if not waiting and (
+            now - self._pinged >= self._heartbeat_s or now - asked >= ASKED_WITHIN_S
+        ):
+            # also the first ask after an idle spell: its PONG wakes the listener, which
+            # keeps the heartbeat of an asked subscription from then on
             self._ping(self._pubsub, now)
         return now - self._heard <= self._silent_after_s
+
+    async def confirmed(self) -> bool:
+        """`trusted()`, or, when the subscription is live but has not been heard from lately
+        (an idle spell), trusted once the PING that asking sent is answered within
+        `CONFIRM_WITHIN_S`. Every request of a burst that asks meanwhile waits for that one
+        answer instead of each asking the store; the answer comes after every message
+        published before it, so what the owner holds is then complete."""
+        if self.trusted():
+            return True
+        if not self._live or self._pubsub is None:
+            return False
+        if self._sign is None:
+            self._sign = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CONFIRM_WITHIN_S):
+                await asyncio.shield(self._sign)
+        return self.trusted()
+
+    def _signal(self) -> None:
+        sign, self._sign = self._sign, None
+        if sign is not None and not sign.done():
+            sign.set_result(None)
 
     def _ping(self, pubsub: PubSub, now: float) -> None:
         if self._pinging is not None and not self._pinging.done():
@@ -197,26 +235,7 @@ class RedisSubscription:
             self._pubsub = pubsub
             self._heard = self._pinged = loop.time()
             while True:
-                now = loop.time()
-                if now - self._asked < ASKED_WITHIN_S:
-                    # requests ask `trusted()`: they send the PINGs and judge the silence
-                    wait = self._asked + ASKED_WITHIN_S - now
-                else:
-                    if now - self._pinged >= IDLE_HEARTBEAT_S:
-                        await pubsub.ping()
-                        self._pinged = now
-                    if now - self._heard > SILENT_HEARTBEATS * IDLE_HEARTBEAT_S:
-                        raise TimeoutError(f"the {self._name} subscription stopped answering")
-                    wait = min(
-                        self._pinged + IDLE_HEARTBEAT_S,
-                        self._heard + SILENT_HEARTBEATS * IDLE_HEARTBEAT_S,
-                    )
-                    wait -= now
-                if not self._live:
-                    # unconfirmed (or dropped by `trusted()`): replaced once silent this long
-                    if now - self._heard > self._silent_after_s:
-                        raise TimeoutError(f"the {self._name} subscription is not answering")
-                    wait = min(wait, self._heard + self._silent_after_s - now)
+                wait = await self._heartbeat(pubsub, loop.time())
                 message = await pubsub.get_message(timeout=max(wait, 0.001))
                 if message is not None:
                     self._heard = loop.time()
@@ -231,11 +250,46 @@ class RedisSubscription:
                             self._log.info(
                                 f"{self._name} subscription restored", extra={"store": "redis"}
                             )
+                    self._signal()
         finally:
             self._live = False
             self._pubsub = None
+            self._signal()
             with contextlib.suppress(*REDIS_ERRORS):
                 await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _heartbeat(self, pubsub: PubSub, now: float) -> float:
+        """What the heartbeat asks of the listener now: the PING it sends itself, the silence
+        after which it raises (the connection is replaced); returns how long to listen."""
+        if now - self._asked < ASKED_WITHIN_S:
+            # requests ask `trusted()`: they send the PINGs and judge the silence; between
+            # asks further apart than the bound (admissions in bursts, open streams between
+            # them) the listener renews the trust before it lapses
+            renew_at = self._heard + self._silent_after_s - self._heartbeat_s / 2
+            answered = self._pinged <= self._heard
+            if answered and now >= renew_at:
+                self._ping(pubsub, now)
+                answered = False
+            wait = self._asked + ASKED_WITHIN_S - now
+            if answered:
+                wait = min(wait, renew_at - now)
+        else:
+            if now - self._pinged >= IDLE_HEARTBEAT_S:
+                await pubsub.ping()
+                self._pinged = now
+            if now - self._heard > SILENT_HEARTBEATS * IDLE_HEARTBEAT_S:
+                raise TimeoutError(f"the {self._name} subscription stopped answering")
+            wait = min(
+                self._pinged + IDLE_HEARTBEAT_S,
+                self._heard + SILENT_HEARTBEATS * IDLE_HEARTBEAT_S,
+            )
+            wait -= now
+        if not self._live:
+            # unconfirmed (or dropped by `trusted()`): replaced once silent this long
+            if now - self._heard > self._silent_after_s:
+                raise TimeoutError(f"the {self._name} subscription is not answering")
+            wait = min(wait, self._heard + self._silent_after_s - now)
+        return wait
 
     async def aclose(self) -> None:
         if self._task is not None:

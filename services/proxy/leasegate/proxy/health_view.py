@@ -87,11 +87,13 @@ class HealthView:
     async def admit(self, account_id: str, model: str, now: float) -> Admitted | Cooldown:
         """`HealthStore.admit`, answered here without a round trip when the pair and its
         circuit are clean or only a streak may run on them (no cooldown, no trial to claim)."""
+        if not self._fanout.trusted() and not await self._fanout.confirmed():
+            return await self.store.admit(account_id, model, now)
+        # read after the wait: news (or a reset) delivered before the PONG is in the view
         watched = self._watched
-        if (
-            watched
-            and (watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0))
-        ) or not self._fanout.trusted():
+        if watched and (
+            watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0)
+        ):
             return await self.store.admit(account_id, model, now)
         return _ADMITTED
 

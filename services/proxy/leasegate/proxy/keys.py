@@ -5,9 +5,11 @@ deny list kept until the key would have expired anyway, so a revoked key is refu
 replica at once. The deny list is checked after a database read as well, which closes the race
 where a revocation lands while the read is in flight. When the fan-out reconnects (messages may
 have been lost) the cache is dropped and the database answers until it warms again; while
-the fan-out is down (`fanout_ready` false: its heartbeat went unanswered, or it is
+the fan-out is down (`fanout_trusted` false: its heartbeat went unanswered, or it is
 reconnecting) an entry is trusted for at most `UNTRUSTED_TTL_S` since it was read, so a
-revocation the fan-out cannot deliver is seen in the database within that long.
+revocation the fan-out cannot deliver is seen in the database within that long. After an
+idle spell the fan-out is confirmed by one heartbeat the whole burst waits for
+(`RevocationBus.confirmed`), not by a database read per key.
 
 While the database cannot answer (down, or past its deadline), a key whose cache entry has
 aged out keeps being served from that entry: a partition does not refuse the keys a proxy
@@ -28,7 +30,7 @@ import asyncio
 import contextlib
 import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
@@ -51,6 +53,10 @@ SWEEP_EVERY_S = 30.0
 """The background sweep's period: an idle process shrinks too, at a negligible wake-up cost."""
 
 
+async def _always() -> bool:
+    return True
+
+
 class KeyRefused(GatewayError):
     """A real key that may not be used any more; carries its record for the evidence row."""
 
@@ -66,13 +72,13 @@ class KeyResolver:
         clock: Clock,
         ttl_s: float,
         *,
-        fanout_ready: Callable[[], bool] = lambda: True,
+        fanout_trusted: Callable[[], Awaitable[bool]] = _always,
         retain_s: float = RETAIN_S,
     ) -> None:
         self._reader = reader
         self._clock = clock
         self._ttl_s = ttl_s
-        self._fanout_ready = fanout_ready
+        self._fanout_trusted = fanout_trusted
         self._retain_s = retain_s
         # every entry gets the same TTL when read, so insertion order is expiry order
         self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
@@ -143,9 +149,14 @@ class KeyResolver:
         now = self._clock.monotonic()
         hit = self._cache.get(key_id)
         if hit is not None:
-            trusted_s = self._ttl_s if self._fanout_ready() else min(self._ttl_s, UNTRUSTED_TTL_S)
-            if now - hit[1] < trusted_s or now < self._database_out_until:
+            age = now - hit[1]
+            if age < min(self._ttl_s, UNTRUSTED_TTL_S) or now < self._database_out_until:
                 return hit[0]
+            # the entry again after the wait: a revocation or a reset delivered before the
+            # heartbeat's answer has removed it
+            if age < self._ttl_s and await self._fanout_trusted():
+                if self._cache.get(key_id) is hit:
+                    return hit[0]
         try:
             record = await self._reader.get_key(key_id)
         except StoreError:

@@ -167,6 +167,10 @@ class HealthFanout(QuotaNewsBus, Protocol):
         """Live and known to be delivering now (heard from within its silence bound): a
         view may rely on it. Asked on the request path; it may send a heartbeat."""
 
+    async def confirmed(self) -> bool:
+        """`trusted()`, or, when live but not heard from lately, trusted once the heartbeat
+        that asking sent is answered (bounded; one answer shared by every caller waiting)."""
+
     async def subscribe(self, on_news: OnNews, on_reset: OnHealthReset) -> None:
         """Start delivering, in the background if the fan-out needs a connection (`ready`
         then says when it is live); never waits for a store to answer."""

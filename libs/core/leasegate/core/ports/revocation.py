@@ -30,6 +30,10 @@ class RevocationBus(Protocol):
         """Live and known to be delivering now (heard from within its silence bound): a
         cache may rely on it. Asked on the request path; it may send a heartbeat."""
 
+    async def confirmed(self) -> bool:
+        """`trusted()`, or, when live but not heard from lately, trusted once the heartbeat
+        that asking sent is answered (bounded; one answer shared by every caller waiting)."""
+
     async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
         """Start delivering, in the background if the bus needs a connection (`ready` then
         says when it is live); never waits for a store to answer."""
