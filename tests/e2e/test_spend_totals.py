@@ -122,7 +122,12 @@ async def spend_both_budgets(gw: GatewayClient, tenant: str) -> tuple[dict[str, 
     assert code(await chat(gw, chain)) == "dispatch-budget-exhausted"
 
     async def written() -> bool:
-        return await usage_tokens(gw, tenant) == 4 * PER_REQUEST
+        # both tenants' rows: a rebuild after a loss counts what evidence holds (a row waits
+        # in the proxy's memory up to LEASEGATE_EVIDENCE_FLUSH_INTERVAL_S + 2 x ..._LINGER_S)
+        return (
+            await usage_tokens(gw, tenant) == 4 * PER_REQUEST
+            and await usage_tokens(gw, other) == 3 * PER_REQUEST
+        )
 
     await eventually(written)
     return key, chain

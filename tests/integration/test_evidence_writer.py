@@ -433,3 +433,45 @@ async def test_a_lone_row_is_written_at_once_and_rows_close_behind_it_share_a_ba
         assert len(await written_ids(store)) == 21
     finally:
         await sink.stop(drain_s=1)
+
+
+class _Timed(_Batches):
+    """Also when each row reached the database."""
+
+    def __init__(self, store: Store, expected: int) -> None:
+        super().__init__(store)
+        self.landed: dict[str, float] = {}
+        self.all_landed = asyncio.Event()
+        self._expected = expected
+
+    async def write_evidence(self, batch: Sequence[EvidenceRow]) -> None:
+        await super().write_evidence(batch)
+        now = time.monotonic()
+        self.landed.update((row.request_id, now) for row in batch)
+        if len(self.landed) >= self._expected:
+            self.all_landed.set()
+
+
+async def test_rows_at_a_steady_rate_share_batches_and_none_waits_past_twice_the_linger(
+    store: Store,
+) -> None:
+    """20 rows a second with a 0.3 s linger: a few INSERTs instead of one per row (each one
+    a round trip and a wake-up of the proxy), and every row written within twice the linger
+    and the flush interval of its arrival (the last ones by the writer's own timer)."""
+    database = _Timed(store, expected=24)
+    sink = EvidenceSink(database, flush_interval_s=0.05, linger_s=0.3)
+    sink.start()
+    try:
+        await asyncio.sleep(0.4)  # the first row finds the last batch a linger ago: alone
+        added: dict[str, float] = {}
+        for row in rows(24):
+            sink.add(row)
+            added[row.request_id] = time.monotonic()
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(database.all_landed.wait(), 5)
+        assert len(database.sizes) <= 8, database.sizes  # 24 without the linger
+        waited = max(database.landed[rid] - at for rid, at in added.items())
+        assert waited <= 2 * 0.3 + 0.05 + 0.25, waited  # the bound, plus a loaded machine's
+        assert len(await written_ids(store)) == 24
+    finally:
+        await sink.stop(drain_s=1)

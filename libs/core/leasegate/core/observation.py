@@ -64,6 +64,12 @@ class Classification:
     cooldown is the short overload window, not the base one."""
 
     @property
+    def citable(self) -> bool:
+        """A hop may cite this row: a qualifying failure, or a context-length failure (the
+        licence of a context fallback). Its row is written before the caller hears of it."""
+        return self.qualifying or self.outcome == "context-length-exceeded"
+
+    @property
     def health_scope(self) -> Scope | None:
         """The scope the health store counts: a context-length failure has model scope on its
         row but is no health failure (the request, not the upstream, was too big); nor is a

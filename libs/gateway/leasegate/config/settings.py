@@ -141,6 +141,9 @@ class Settings(BaseSettings):
     key_cache_ttl_s: PositiveSeconds = 60.0
     """How long a proxy trusts a cached key record; revocations arrive sooner by fan-out."""
     evidence_flush_interval_s: PositiveSeconds = 0.05
+    evidence_linger_s: Annotated[float, Field(ge=0, le=5)] = 0.5
+    """How long evidence rows may gather into one batch below saturation (proxy/evidence.py);
+    0: each row opens a flush interval's window."""
     evidence_retention_days: int | None = Field(default=None, ge=1)
     """Evidence older than this many whole UTC days before today is removed by the control
     plane (whole partitions on Postgres); unset keeps it forever."""
@@ -217,6 +220,12 @@ class Settings(BaseSettings):
                 "LEASEGATE_OVERLOAD_COOLDOWN_S must not exceed LEASEGATE_MAX_COOLDOWN_S"
             )
         return self
+
+    @property
+    def evidence_written_within_s(self) -> float:
+        """The longest a finished request's row waits in the proxy's memory before its batch
+        begins (a database that answers): what spend settlement waits for."""
+        return self.evidence_flush_interval_s + 2 * self.evidence_linger_s
 
     @property
     def evidence_spill_dir(self) -> Path | None:

@@ -36,13 +36,14 @@ _DAY_S = 86_400.0
 BUDGET_REFRESH_S = 1.0
 """A proxy learns a tenant budget set on the chain within this (`TenantBudgetWatch`)."""
 SETTLE_MARGIN_S = 2.0
-"""Added to `LEASEGATE_EVIDENCE_FLUSH_INTERVAL_S`: by then a finished request's row has been
-written (a database outage, or a request still running, is the exception: counted by the
-next reconciliation after its row lands)."""
+"""Added to the longest a row waits in the proxy's memory (`evidence_written_within_s`:
+`LEASEGATE_EVIDENCE_FLUSH_INTERVAL_S` + 2 x `LEASEGATE_EVIDENCE_LINGER_S`): by then a finished
+request's row has been written (a database outage, or a request still running, is the
+exception: counted by the next reconciliation after its row lands)."""
 
 
-def settle_seconds(evidence_flush_interval_s: float) -> float:
-    return evidence_flush_interval_s + SETTLE_MARGIN_S
+def settle_seconds(evidence_written_within_s: float) -> float:
+    return evidence_written_within_s + SETTLE_MARGIN_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,7 +82,7 @@ class ControlRuntime:
             store,
             self.registry,
             self.clock,
-            settle_seconds(self.settings.evidence_flush_interval_s),
+            settle_seconds(self.settings.evidence_written_within_s),
         )
         self.reconciler = SpendReconciler(
             self.overlay,

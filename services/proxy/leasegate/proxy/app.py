@@ -76,6 +76,7 @@ def build_proxy_runtime(
         evidence=EvidenceSink(
             stores.durable,
             flush_interval_s=settings.evidence_flush_interval_s,
+            linger_s=settings.evidence_linger_s,
             memory_rows=settings.evidence_memory_rows,
             durable_timeout_s=settings.evidence_durable_timeout_s,
             spill=open_spill(settings.evidence_spill_dir, settings.database_url),
@@ -89,7 +90,7 @@ def build_proxy_runtime(
                 stores.durable,
                 config.registry,
                 clock,
-                settle_seconds(settings.evidence_flush_interval_s),
+                settle_seconds(settings.evidence_written_within_s),
             ),
             keep_s=settings.key_max_ttl_s,
             tenants=TenantBudgetWatch(

@@ -177,12 +177,12 @@ class ProxyRuntime:
             await self.slots.release(account_id, admission.request_id)
         cost = self.spend.cost(key, usage)
         row = evidence_row(admission, ended, classification, self.clock.monotonic(), cost)
-        if classification.qualifying:
+        if classification.citable:
             await self.evidence.add_durable(row)  # a hop may cite it as soon as the caller knows
         else:
             self.evidence.add(row)
         if trace is not None:
-            trace.evidence(durable=classification.qualifying)
+            trace.evidence(durable=classification.citable)
         self.metrics.observe(row)
         hold = None
         if key is not None:
