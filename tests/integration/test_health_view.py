@@ -263,3 +263,40 @@ async def test_news_heard_while_the_store_is_reread_is_kept() -> None:
         assert view.watched("acct", None) == 0.0
     finally:
         await view.stop()
+
+
+class Confirming(InProcessHealthFanout):
+    """A subscription not heard from lately: a request must wait for its heartbeat's
+    answer, and `news` is delivered ahead of that answer (as pub/sub orders them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.news: list[HealthNews] = []
+
+    def trusted(self) -> bool:
+        return False
+
+    async def confirmed(self) -> bool:
+        await self.publish(self.news)
+        return True
+
+
+async def test_a_cooldown_heard_while_a_request_waits_for_the_heartbeat_is_refused() -> None:
+    store = InProcessHealthStore(POLICY)
+    fanout = Confirming()
+    counted = Counted(store)
+    view = HealthView(counted, fanout, REGISTRY, SystemClock())
+    await view.start()
+    counted.calls = 0
+    try:
+        now = time.time()
+        # confirmed, and nothing known against the pair: no store call
+        assert isinstance(await view.admit("acct", "gpt-4o", now), Admitted)
+        assert counted.calls == 0
+        # another proxy opens a cooldown; its news arrives while the next request waits
+        for _ in range(3):
+            await store.record("acct", "gpt-4o", OVERLOADED, None, now)
+        fanout.news = [HealthNews("acct", "gpt-4o", now + 30)]
+        assert isinstance(await view.admit("acct", "gpt-4o", now), Cooldown)
+    finally:
+        await view.stop()

@@ -8,8 +8,10 @@ connection last sent a command)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aioredis
@@ -27,14 +29,58 @@ async def _idle_s(client: aioredis.Redis, name: str) -> int:
     return int(mine["idle"])
 
 
+@contextlib.asynccontextmanager
+async def _bus(
+    redis_url: str, prefix: str, heartbeat_s: float = 0.1
+) -> AsyncIterator[tuple[RedisRevocationBus, aioredis.Redis, str]]:
+    """A live revocation bus on its own client; the subscription's connection named (the
+    name is third)."""
+    name = f"lgtest-{secrets.token_hex(4)}"
+    client = aioredis.from_url(redis_url, client_name=name)
+    bus = RedisRevocationBus(client, prefix, heartbeat_s=heartbeat_s)
+    await bus.subscribe(lambda revoked: None, lambda: None)
+    try:
+        yield bus, client, name
+    finally:
+        await bus.aclose()
+        await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _commands_sent(
+    redis_url: str, client: aioredis.Redis, name: str
+) -> AsyncIterator[list[str]]:
+    """The commands the connection named `name` sends while the block runs, as Redis's
+    MONITOR saw them (told apart by its port: other tests share the server)."""
+    (mine,) = [c for c in await client.client_list(_type="pubsub") if c["name"] == name]
+    port = mine["addr"].rsplit(":", 1)[1]
+    sent: list[str] = []
+    watcher = aioredis.from_url(redis_url)
+    try:
+        async with watcher.monitor() as monitor:
+
+            async def read() -> None:
+                while True:
+                    command = await monitor.next_command()
+                    if command["client_port"] == port:
+                        sent.append(command["command"].split(" ")[0].lower())
+
+            reading = asyncio.create_task(read())
+            try:
+                yield sent
+                await asyncio.sleep(0.2)  # the last commands reach the monitor
+            finally:
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
+    finally:
+        await watcher.aclose()
+
+
 async def test_an_idle_subscription_stays_quiet_and_the_first_request_waits_for_a_pong(
     redis_url: str, redis_prefix: str
 ) -> None:
-    name = f"lgtest-{secrets.token_hex(4)}"
-    client = aioredis.from_url(redis_url, client_name=name)
-    bus = RedisRevocationBus(client, redis_prefix, heartbeat_s=0.5)
-    await bus.subscribe(lambda revoked: None, lambda: None)
-    try:
+    async with _bus(redis_url, redis_prefix, heartbeat_s=0.5) as (bus, client, name):
         assert bus.ready
         await asyncio.sleep(3.2)  # nobody asks: six heartbeats of silence
         assert await _idle_s(client, name) >= 2  # no PING sent meanwhile
@@ -51,9 +97,6 @@ async def test_an_idle_subscription_stays_quiet_and_the_first_request_waits_for_
         # Redis counts idle time in whole seconds of its clock, so a PING 0.5 s ago can read
         # 1; without PINGs while asking, the last command would be 3 s old (2 or more)
         assert await _idle_s(client, name) <= 1
-    finally:
-        await bus.aclose()
-        await client.aclose()
 
 
 async def test_requests_asking_in_bursts_further_apart_than_the_bound_find_it_trusted(
@@ -62,22 +105,11 @@ async def test_requests_asking_in_bursts_further_apart_than_the_bound_find_it_tr
     """Admissions come in bursts with only open streams between them (a fleet's long
     answers): asked less often than the silence bound (here 3 x 0.1 s), the subscription
     renews itself, so each burst relies on it instead of every request asking Redis."""
-    client = aioredis.from_url(redis_url)
-    bus = RedisRevocationBus(client, redis_prefix, heartbeat_s=0.1)
-    await bus.subscribe(lambda revoked: None, lambda: None)
-    try:
+    async with _bus(redis_url, redis_prefix) as (bus, _, _):
         for _ in range(5):
             assert await bus.confirmed()  # a burst, then 0.6 s of streams: twice the bound
             await asyncio.sleep(0.6)
             assert bus.trusted()
-    finally:
-        await bus.aclose()
-        await client.aclose()
-
-
-async def _pings(client: aioredis.Redis) -> int:
-    stats = await client.info("commandstats")
-    return int(stats.get("cmdstat_ping", {}).get("calls", 0))
 
 
 async def test_a_burst_after_an_idle_spell_waits_for_one_pong_not_a_store_read_each(
@@ -87,34 +119,22 @@ async def test_a_burst_after_an_idle_spell_waits_for_one_pong_not_a_store_read_e
     answered; `confirmed()` lets all of them wait for that one answer (well under a
     millisecond on a live Redis) and then rely on it."""
     monkeypatch.setattr(subscription_redis, "ASKED_WITHIN_S", 0.2)
-    client = aioredis.from_url(redis_url)
-    bus = RedisRevocationBus(client, redis_prefix, heartbeat_s=0.1)
-    await bus.subscribe(lambda revoked: None, lambda: None)
-    try:
+    async with _bus(redis_url, redis_prefix) as (bus, client, name):
         await asyncio.sleep(1.0)  # idle: the 10 s idle heartbeat sends nothing meanwhile
-        assert not bus.trusted()
-        pings = await _pings(client)
-        started = time.monotonic()
-        answers = await asyncio.gather(*(bus.confirmed() for _ in range(50)))
-        assert all(answers)
-        assert time.monotonic() - started < subscription_redis.CONFIRM_WITHIN_S
-        # the first trusted() above sent one PING; the burst waited for it and sent none
-        assert await _pings(client) - pings <= 1
-    finally:
-        await bus.aclose()
-        await client.aclose()
+        async with _commands_sent(redis_url, client, name) as sent:
+            assert not bus.trusted()  # its last sign of life is older than the bound
+            started = time.monotonic()
+            answers = await asyncio.gather(*(bus.confirmed() for _ in range(50)))
+            assert all(answers)
+            assert time.monotonic() - started < subscription_redis.CONFIRM_WITHIN_S
+        # the first ask sent one PING; the burst waited for its answer and sent none
+        assert sent == ["ping"]
 
 
 async def test_confirmed_is_false_at_once_for_a_subscription_that_is_down(
     redis_prefix: str,
 ) -> None:
-    client = aioredis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
-    bus = RedisRevocationBus(client, redis_prefix, reply_within_s=0.3)
-    await bus.subscribe(lambda revoked: None, lambda: None)
-    try:
+    async with _bus("redis://127.0.0.1:1/0", redis_prefix) as (bus, _, _):
         started = time.monotonic()
         assert not await bus.confirmed()
         assert time.monotonic() - started < 0.05
-    finally:
-        await bus.aclose()
-        await client.aclose()

@@ -67,7 +67,7 @@ def build_proxy_runtime(
             stores.durable,
             clock,
             settings.key_cache_ttl_s,
-            fanout_trusted=stores.revocations.confirmed,
+            fanout=stores.revocations,
         ),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),

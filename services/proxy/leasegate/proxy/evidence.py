@@ -23,8 +23,9 @@ Two kinds of failed write are told apart, as the store raises them (`StoreUnavai
 
 While the database takes every batch, rows stay in memory only and nothing is fsynced.
 
-Batches follow the rate, so a row costs about the same at 1 and at 1,000 rows a second (one
-INSERT, and the wake-up its reply makes, shared by the rows of a batch; `write_due`):
+Batches follow the rate, so a row costs about the same from 10 to 1,000 rows a second (one
+INSERT, and the wake-up its reply makes, shared by the rows of a batch; `write_due`); below
+one row per `linger_s` each row is still an INSERT of its own:
 
 - a row that finds the last batch begun `linger_s` ago or more (under one row per `linger_s`)
   is written at once: there is nothing to batch it with;
@@ -33,10 +34,10 @@ INSERT, and the wake-up its reply makes, shared by the rows of a batch; `write_d
   full batch; when no row follows, a timer writes them `2 * linger_s` after the oldest;
 - batches begin at most one flush interval apart, except a full one.
 
-So at most `linger_rows` rows (or `2 * linger_s + flush_interval_s` of them) wait in memory
-at a time: what a process killed outright loses, as one flush interval's rows did before
-(50 at 1,000 rows a second). `linger_s` 0: each row opens a flush interval's window, as
-before the linger.
+So no row waits in memory longer than `2 * linger_s + flush_interval_s` before its batch
+begins, and no more rows wait than `linger_rows` or one flush interval's, whichever is more:
+what a process killed outright loses (before the linger, one flush interval's: also 50 at
+1,000 rows a second). `linger_s` 0: each row opens a flush interval's window, as before.
 
 `stop()` flushes what is left within the drain time; rows that still cannot be written go to
 the spill file when there is one, so a restarted process writes them.
@@ -87,8 +88,10 @@ def write_due(
     `retry_at`: not before (a failed write's backoff). All on one monotonic clock."""
     if rows >= max_batch:
         return retry_at
-    if rows == 0 or oldest_at - began >= linger_s:
-        lingered = oldest_at if rows else now  # alone at a low rate (or the spill file's rows)
+    if rows == 0:  # the spill file's rows: one interval apart
+        lingered = now
+    elif oldest_at - began >= linger_s:  # alone at a low rate: nothing to batch it with
+        lingered = oldest_at
     elif rows >= linger_rows or now - oldest_at >= linger_s:
         lingered = min(now, oldest_at + 2 * linger_s)
     else:
@@ -224,12 +227,12 @@ class EvidenceSink:
                 # idle: no timer at all until a row arrives
                 self._arrived.clear()
                 await self._arrived.wait()
+            self._wake.clear()
             while (wait := self._due(began, retry_at) - time.monotonic()) > 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._wake.wait()
                 self._wake.clear()
-            self._wake.clear()
             if time.monotonic() >= retry_at:
                 began = time.monotonic()
                 ok = True

@@ -89,7 +89,8 @@ class HealthView:
         circuit are clean or only a streak may run on them (no cooldown, no trial to claim)."""
         if not self._fanout.trusted() and not await self._fanout.confirmed():
             return await self.store.admit(account_id, model, now)
-        # read after the wait: news (or a reset) delivered before the PONG is in the view
+        # the view is read after any wait: news (or a reset) delivered ahead of the heartbeat's
+        # answer applies to this request
         watched = self._watched
         if watched and (
             watched.get((account_id, None), 0.0) or watched.get((account_id, model), 0.0)

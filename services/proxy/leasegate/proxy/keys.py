@@ -5,11 +5,11 @@ deny list kept until the key would have expired anyway, so a revoked key is refu
 replica at once. The deny list is checked after a database read as well, which closes the race
 where a revocation lands while the read is in flight. When the fan-out reconnects (messages may
 have been lost) the cache is dropped and the database answers until it warms again; while
-the fan-out is down (`fanout_trusted` false: its heartbeat went unanswered, or it is
+the fan-out is down (`FanoutTrust.trusted` false: its heartbeat went unanswered, or it is
 reconnecting) an entry is trusted for at most `UNTRUSTED_TTL_S` since it was read, so a
 revocation the fan-out cannot deliver is seen in the database within that long. After an
 idle spell the fan-out is confirmed by one heartbeat the whole burst waits for
-(`RevocationBus.confirmed`), not by a database read per key.
+(`FanoutTrust.confirmed`), not by a database read per key.
 
 While the database cannot answer (down, or past its deadline), a key whose cache entry has
 aged out keeps being served from that entry: a partition does not refuse the keys a proxy
@@ -30,11 +30,12 @@ import asyncio
 import contextlib
 import heapq
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from leasegate.core.clock import Clock
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.errors import StoreError
+from leasegate.core.ports.fanout import FanoutTrust
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import KeyReader
 from leasegate.core.records import KeyRecord
@@ -53,10 +54,6 @@ SWEEP_EVERY_S = 30.0
 """The background sweep's period: an idle process shrinks too, at a negligible wake-up cost."""
 
 
-async def _always() -> bool:
-    return True
-
-
 class KeyRefused(GatewayError):
     """A real key that may not be used any more; carries its record for the evidence row."""
 
@@ -72,13 +69,14 @@ class KeyResolver:
         clock: Clock,
         ttl_s: float,
         *,
-        fanout_trusted: Callable[[], Awaitable[bool]] = _always,
+        fanout: FanoutTrust | None = None,
         retain_s: float = RETAIN_S,
     ) -> None:
         self._reader = reader
         self._clock = clock
         self._ttl_s = ttl_s
-        self._fanout_trusted = fanout_trusted
+        self._fanout = fanout
+        """The revocation bus; None: every revocation arrives (one process)."""
         self._retain_s = retain_s
         # every entry gets the same TTL when read, so insertion order is expiry order
         self._cache: OrderedDict[str, tuple[KeyRecord, float]] = OrderedDict()
@@ -152,11 +150,12 @@ class KeyResolver:
             age = now - hit[1]
             if age < min(self._ttl_s, UNTRUSTED_TTL_S) or now < self._database_out_until:
                 return hit[0]
-            # the entry again after the wait: a revocation or a reset delivered before the
-            # heartbeat's answer has removed it
-            if age < self._ttl_s and await self._fanout_trusted():
-                if self._cache.get(key_id) is hit:
-                    return hit[0]
+            fanout = self._fanout
+            if age < self._ttl_s and (fanout is None or fanout.trusted()):
+                return hit[0]
+            if age < self._ttl_s and fanout is not None and await fanout.confirmed():
+                if self._cache.get(key_id) is hit:  # not removed while waiting (a revocation,
+                    return hit[0]  # a reset delivered before the heartbeat's answer)
         try:
             record = await self._reader.get_key(key_id)
         except StoreError:

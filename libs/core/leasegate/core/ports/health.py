@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from leasegate.core.observation import Classification
+from leasegate.core.ports.fanout import FanoutTrust
 from leasegate.core.ports.quota import QuotaNewsBus
 
 TransitionKind = Literal["cooldown-started", "cooldown-ended", "circuit-opened", "circuit-closed"]
@@ -153,7 +154,7 @@ OnHealthReset = Callable[[], None]
 """Called when the subscription (re)connects: news may have been missed."""
 
 
-class HealthFanout(QuotaNewsBus, Protocol):
+class HealthFanout(QuotaNewsBus, FanoutTrust, Protocol):
     """Health news from every proxy to every proxy (fire and forget); the same channel
     carries the quota news (`QuotaNewsBus`)."""
 
@@ -162,14 +163,6 @@ class HealthFanout(QuotaNewsBus, Protocol):
     @property
     def ready(self) -> bool:
         """False while the subscription is down (news could be missed)."""
-
-    def trusted(self) -> bool:
-        """Live and known to be delivering now (heard from within its silence bound): a
-        view may rely on it. Asked on the request path; it may send a heartbeat."""
-
-    async def confirmed(self) -> bool:
-        """`trusted()`, or, when live but not heard from lately, trusted once the heartbeat
-        that asking sent is answered (bounded; one answer shared by every caller waiting)."""
 
     async def subscribe(self, on_news: OnNews, on_reset: OnHealthReset) -> None:
         """Start delivering, in the background if the fan-out needs a connection (`ready`

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from leasegate.core.ports.fanout import FanoutTrust
+
 
 @dataclass(frozen=True, slots=True)
 class Revocation:
@@ -19,20 +21,12 @@ OnReset = Callable[[], None]
 """Called when the subscription (re)connects: messages may have been missed, drop caches."""
 
 
-class RevocationBus(Protocol):
+class RevocationBus(FanoutTrust, Protocol):
     async def publish(self, revocations: Sequence[Revocation]) -> None: ...
 
     @property
     def ready(self) -> bool:
         """False while a wanted subscription is not live (revocations could be missed)."""
-
-    def trusted(self) -> bool:
-        """Live and known to be delivering now (heard from within its silence bound): a
-        cache may rely on it. Asked on the request path; it may send a heartbeat."""
-
-    async def confirmed(self) -> bool:
-        """`trusted()`, or, when live but not heard from lately, trusted once the heartbeat
-        that asking sent is answered (bounded; one answer shared by every caller waiting)."""
 
     async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
         """Start delivering, in the background if the bus needs a connection (`ready` then
