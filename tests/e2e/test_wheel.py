@@ -147,9 +147,7 @@ def proxy_alone(tmp_path_factory: pytest.TempPathFactory, wheels: Path) -> Path:
     return bin_ / "leasegate-proxy"
 
 
-def test_the_client_installs_alone_with_no_server_dependency(
-    wheels: Path, tmp_path: Path
-) -> None:
+def test_the_client_installs_alone_with_no_server_dependency(wheels: Path, tmp_path: Path) -> None:
     bin_ = _venv(tmp_path, wheels, "leasegate-client")
     present = _distributions(bin_)
     assert {"leasegate-client", "leasegate-core", "httpx", "pydantic"} <= present

@@ -23,12 +23,16 @@ async def commit_leases(store: Store, account_id: str, count: int) -> None:
         await store.commit_mint(decision, key, lease_capacity=None, now=T0)
 
 
-async def spend(store: Store, account_id: str, seconds: list[float], tokens: int) -> None:
+async def spend(
+    store: Store, account_id: str, seconds: list[float], tokens: int, lasting_s: float = 0.005
+) -> None:
+    """One request of `tokens` started at each of `seconds` after T0, each `lasting_s` long."""
     decision, _ = minted(account_id=account_id)
     rows = [
         replace(
-            terminal_row(decision, f"req-{account_id}-{n}"),
+            terminal_row(decision, f"req-{account_id}-{n}-{at}"),
             started_at=T0 + timedelta(seconds=at),
+            duration_ms=lasting_s * 1000,
             upstream_status=200,
             outcome="success",
             input_tokens=tokens // 2,
@@ -49,6 +53,34 @@ async def test_the_two_reads_sum_the_window_and_count_live_leases_by_pair(store:
     leases = await store.live_leases_by_pair(["a", "b", "c"], T0)
     assert leases == {("a", SERVED): 2, ("b", SERVED): 1}
     assert await store.live_leases_by_pair([], T0) == {}
+
+
+async def test_a_request_is_counted_in_the_window_it_ended_in(store: Store) -> None:
+    """A request still running when a window closes is counted in the next one, whatever
+    window it started in; so reading window after window counts every request once."""
+    await spend(store, "a", [8.0], tokens=1_000, lasting_s=4.0)  # ends at 12 s
+    await spend(store, "a", [1.0], tokens=1_000, lasting_s=0.5)
+    first = await store.spend_by_pair(T0, T0 + timedelta(seconds=10))
+    second = await store.spend_by_pair(T0 + timedelta(seconds=10), T0 + timedelta(seconds=20))
+    assert first == [PairSpend("a", SERVED, 1, 500, 500)]
+    assert second == [PairSpend("a", SERVED, 1, 500, 500)]
+
+
+async def test_the_meter_waits_for_rows_written_after_their_interval(store: Store) -> None:
+    """An interval is read only once it ended `settle_s` ago: the rows of requests that ended
+    in it but reached the database afterwards (a proxy writes in batches) are counted."""
+    clock = StepClock(T0)
+    await commit_leases(store, "a", 2)
+    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, settle_s=3.0, alpha=1.0)
+    await meter.run_once()
+    clock.advance(10)
+    await meter.run_once()  # [0, 10) ended only now: not read yet
+    assert meter.current() == {}
+    await spend(store, "a", [float(n) for n in range(10)], tokens=1_000, lasting_s=0.9)
+    clock.advance(10)
+    await meter.run_once()  # [0, 10) settled; [10, 20) not yet
+    # 10 requests over 20 lease-seconds, the last of them written after the interval ended
+    assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
 
 
 async def test_the_meter_learns_what_one_lease_spends(store: Store) -> None:

@@ -71,8 +71,28 @@ rates = st.builds(
 )
 
 
-@settings(deadline=None, max_examples=40)
-@given(
+def binding_at(
+    requests: int, tokens: int, leases: int, fraction: float, slack: float, tokens_bind: bool
+) -> tuple[Quota, LeaseRate]:
+    """A quota and a per-lease rate where one dimension binds at `leases + fraction` leases
+    and the other has `slack` times more room."""
+    binding, other = (leases + fraction, (leases + fraction) * slack)
+    per_lease_requests = requests / WINDOW_S / (other if tokens_bind else binding)
+    per_lease_tokens = tokens / WINDOW_S / (binding if tokens_bind else other)
+    rate = LeaseRate(per_lease_requests, per_lease_tokens / 4, per_lease_tokens * 3 / 4)
+    return declared(requests, tokens), rate
+
+
+def drain_s(quota_limits: dict[QuotaDimension, int], leases: int, rate: LeaseRate) -> float:
+    """How long `leases` leases take to empty the first bucket they overdraw."""
+    return min(
+        quota_limits[d] / (leases * rate.spend(d) - quota_limits[d] / WINDOW_S)
+        for d in quota_limits
+        if leases * rate.spend(d) > quota_limits[d] / WINDOW_S
+    )
+
+
+binding_quotas = (
     requests_limits,
     token_limits,
     st.integers(1, 8),
@@ -80,26 +100,44 @@ rates = st.builds(
     st.floats(1.0, 3.0),
     st.booleans(),
 )
-def test_the_sustained_leases_never_drain_the_quota_and_one_more_does(
+
+
+@settings(deadline=None, max_examples=40)
+@given(*binding_quotas)
+def test_a_spreading_share_of_the_whole_refill_never_drains_it_and_one_more_lease_does(
     requests: int, tokens: int, leases: int, fraction: float, slack: float, tokens_bind: bool
 ) -> None:
-    """One dimension binds at `leases + fraction` leases, the other has `slack` times more."""
-    binding, other = (leases + fraction, (leases + fraction) * slack)
-    per_lease_requests = requests / WINDOW_S / (other if tokens_bind else binding)
-    per_lease_tokens = tokens / WINDOW_S / (binding if tokens_bind else other)
-    rate = LeaseRate(per_lease_requests, per_lease_tokens / 4, per_lease_tokens * 3 / 4)
-    quota = declared(requests, tokens)
-    ceiling = sustained_leases(quota, rate)
+    quota, rate = binding_at(requests, tokens, leases, fraction, slack, tokens_bind)
+    ceiling = sustained_leases(quota, rate, share=1.0)
     assert ceiling == leases
     limits: dict[QuotaDimension, int] = {"requests": requests, "tokens": tokens}
-    # one lease more: the time the first bucket it overdraws takes to empty
-    drain_s = min(
-        limits[d] / ((ceiling + 1) * rate.spend(d) - limits[d] / WINDOW_S)
-        for d in limits
-        if (ceiling + 1) * rate.spend(d) > limits[d] / WINDOW_S
-    )
-    assert not drains(quota, ceiling, rate, horizon_s=2 * drain_s + WINDOW_S)
-    assert drains(quota, ceiling + 1, rate, horizon_s=drain_s + 1)
+    one_more = drain_s(limits, ceiling + 1, rate)
+    assert not drains(quota, ceiling, rate, horizon_s=2 * one_more + WINDOW_S)
+    assert drains(quota, ceiling + 1, rate, horizon_s=one_more + 1)
+
+
+@settings(deadline=None, max_examples=40)
+@given(*binding_quotas)
+def test_the_whole_ceiling_is_the_fewest_leases_that_use_the_whole_refill(
+    requests: int, tokens: int, leases: int, fraction: float, slack: float, tokens_bind: bool
+) -> None:
+    """A saturated pool's account is never left with refill nobody asks for: its ceiling's
+    leases drain the bucket (the proxy holds their excess back), one fewer would not."""
+    quota, rate = binding_at(requests, tokens, leases, fraction, slack, tokens_bind)
+    ceiling = sustained_leases(quota, rate)
+    assert ceiling == leases + 1
+    limits: dict[QuotaDimension, int] = {"requests": requests, "tokens": tokens}
+    at_ceiling = drain_s(limits, ceiling, rate)
+    assert drains(quota, ceiling, rate, horizon_s=at_ceiling + 1)
+    assert not drains(quota, ceiling - 1, rate, horizon_s=2 * at_ceiling + WINDOW_S)
+
+
+@given(requests_limits, token_limits, rates, st.floats(0.1, 1.0))
+def test_a_spreading_share_never_exceeds_the_whole_ceiling(
+    requests: int, tokens: int, rate: LeaseRate, share: float
+) -> None:
+    quota = declared(requests, tokens)
+    assert (sustained_leases(quota, rate, share) or 0) <= (sustained_leases(quota, rate) or 0)
 
 
 @given(requests_limits, token_limits, rates, st.floats(1.01, 10))
@@ -154,6 +192,7 @@ def test_at_the_sustained_ceiling_room_is_expected_when_a_lease_turns_over() -> 
     quota = declared(60, 60_000)  # 6 requests, 6,000 tokens a second
     rate = LeaseRate(1.0, 500.0, 500.0)  # a lease: one request, 1,000 tokens a second
     assert sustained_leases(quota, rate) == 6
+    assert sustained_leases(quota, rate, share=0.8) == 4
     assert quota_room(quota, rate, 5, T0) is None
     assert quota_room(quota, rate, 6, T0) == T0 + 1.0
     assert quota_room(None, rate, 1_000, T0) is None  # nothing learned: room
@@ -203,7 +242,7 @@ def test_a_throttled_account_measures_demand_so_its_ceiling_binds(
     """A throttled account sends only what its quota lets through, whatever the leases: spend
     per lease is refill / leases, so a ceiling from spend alone is `leases` and never binds.
     With the refused requests counted (at least the demand held back), the ceiling is at most
-    what the refill sustains at the leases' real demand, and one more lease never fits."""
+    the fewest leases whose real demand meets the refill, and one more lease never fits."""
     seconds = 10.0
     wanted = leases * wanted_per_lease * seconds
     sent = math.floor(min(wanted, refill * seconds))
@@ -213,7 +252,8 @@ def test_a_throttled_account_measures_demand_so_its_ceiling_binds(
     assert rate is not None
     ceiling = sustained_leases(quota, rate)
     assert ceiling is not None
-    assert ceiling <= max(1, math.floor(round(refill * WINDOW_S) / WINDOW_S / wanted_per_lease))
+    sustained = round(refill * WINDOW_S) / WINDOW_S / wanted_per_lease
+    assert ceiling <= max(1, math.ceil(sustained - 1e-9))
 
 
 def test_refused_requests_count_as_wanted_at_the_mean_tokens_of_sent_ones() -> None:
@@ -243,18 +283,22 @@ def test_a_known_quota_with_the_default_prior_binds_from_the_first_lease(
     requests: int, tokens: int, requests_per_s: float
 ) -> None:
     """A pair nothing was measured of: the ceiling is what its refill sustains at the prior,
-    so leases beyond it go elsewhere (simulated clock: that many never drain it, one more
-    does when the prior is what the leases really spend)."""
+    so leases beyond it go elsewhere (simulated clock: the spreading share's leases never
+    drain it when the prior is what the leases really spend)."""
     quota = declared(requests, tokens)
     prior = default_prior(requests_per_s)
     ceiling = sustained_leases(quota, prior)
+    spread = sustained_leases(quota, prior, share=1.0)
     assert ceiling is not None
+    assert spread is not None
     raw = min(requests / WINDOW_S / prior.requests_per_s, tokens / WINDOW_S / prior.tokens_per_s)
-    assert ceiling == max(1, math.floor(raw))
+    assert ceiling == max(1, math.ceil(raw - 1e-9))
+    assert spread == max(1, math.floor(raw + 1e-9))
     assert quota_room(quota, prior, ceiling, T0) is not None  # the next lease goes elsewhere
     assert quota_room(quota, prior, ceiling - 1, T0) is None
+    assert quota_room(quota, prior, spread, T0, share=1.0) is not None
     if raw >= 1:
-        assert not drains(quota, ceiling, prior, horizon_s=4 * WINDOW_S)
+        assert not drains(quota, spread, prior, horizon_s=4 * WINDOW_S)
 
 
 def test_a_wait_for_the_bucket_is_named_but_none_at_the_sustained_ceiling() -> None:

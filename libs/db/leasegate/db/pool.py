@@ -1,6 +1,7 @@
 """A mint's reads about its pool beyond health and lease counts: the account that last served
 an affinity, and who holds and who wants the pool's leases (fair shares); and the lease-rate
-meter's two reads (what each (account, served model) was sent, and its live leases).
+meter's two reads (what each (account, served model) was sent by requests that ended in a
+window, and its live leases).
 
 On Postgres each is one prepared statement on the plain asyncpg pool (`Database.pg`), one round
 trip; SQLite goes through the ORM. Both keep the contract in `tests/contract/test_mint_store.py`.
@@ -9,11 +10,11 @@ trip; SQLite goes through the ORM. Both keep the contract in `tests/contract/tes
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 
-from leasegate.core.ports.storage import PairSpend, PoolDemand
+from leasegate.core.ports.storage import LONGEST_REQUEST_COUNTED_S, PairSpend, PoolDemand
 from leasegate.db.engine import Database
 from leasegate.db.keys import is_live
 from leasegate.db.models import EvidenceRecordRow, KeyRow, MintDecisionRow
@@ -32,6 +33,18 @@ _POOL_DEMAND = (
     "WHERE refusal_code = 'no-eligible-account' AND model = $2 AND created_at >= $3"
 )
 """The refused half reads `ix_mint_decisions_starved`, whose predicate is this `refusal_code`."""
+QUOTA_REFUSAL = "account-quota-exhausted"
+_SPEND_BY_PAIR = (
+    "SELECT account_id, served_model, count(upstream_status)::int, "
+    "coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint, "
+    "(count(*) FILTER (WHERE refusal_reason = 'account-quota-exhausted'))::int "
+    "FROM evidence WHERE started_at >= $1 AND started_at < $3 "
+    "AND started_at + duration_ms * interval '1 millisecond' >= $2 "
+    "AND started_at + duration_ms * interval '1 millisecond' < $3 "
+    "AND account_id IS NOT NULL AND served_model IS NOT NULL GROUP BY account_id, served_model"
+)
+"""Requests that ended in [$2, $3): the range on `started_at` ($1: the window's start less
+`LONGEST_REQUEST_COUNTED_S`) reads the index and the day partitions it touches."""
 
 
 class PoolRepository:
@@ -97,36 +110,47 @@ class PoolRepository:
         return PoolDemand(held, frozenset(starved))
 
     async def spend_by_pair(self, since: datetime, until: datetime) -> list[PairSpend]:
+        earliest = since - timedelta(seconds=LONGEST_REQUEST_COUNTED_S)
+        if self._db.dialect == "postgresql":
+            async with self._db.pg.connection() as connection:
+                found = await connection.fetch(_SPEND_BY_PAIR, earliest, since, until)
+            return [PairSpend(*row) for row in found]
+        return await self._spend_by_pair_orm(earliest, since, until)
+
+    async def _spend_by_pair_orm(
+        self, earliest: datetime, since: datetime, until: datetime
+    ) -> list[PairSpend]:
+        """SQLite (embedded, one process): the window's candidate rows, ended and summed here
+        (SQLite has no interval arithmetic on the stored instants)."""
         row = EvidenceRecordRow
         async with self._db.session() as session:
             found = await session.execute(
                 select(
                     row.account_id,
                     row.served_model,
-                    func.count(row.upstream_status),
-                    func.coalesce(func.sum(row.input_tokens), 0),
-                    func.coalesce(func.sum(row.output_tokens), 0),
-                    func.count().filter(row.refusal_reason == "account-quota-exhausted"),
-                )
-                .where(
-                    row.started_at >= since,
+                    row.started_at,
+                    row.duration_ms,
+                    row.upstream_status,
+                    row.input_tokens,
+                    row.output_tokens,
+                    row.refusal_reason,
+                ).where(
+                    row.started_at >= earliest,
                     row.started_at < until,
                     row.account_id.is_not(None),
                     row.served_model.is_not(None),
                 )
-                .group_by(row.account_id, row.served_model)
             )
-            return [
-                PairSpend(
-                    str(account),
-                    str(model),
-                    int(requests),
-                    int(inputs or 0),
-                    int(outputs or 0),
-                    int(refused or 0),
-                )
-                for account, model, requests, inputs, outputs, refused in found
-            ]
+            sums: dict[tuple[str, str], list[int]] = {}
+            for account, model, started, duration_ms, status, inputs, outputs, refusal in found:
+                if not since <= started + timedelta(milliseconds=duration_ms) < until:
+                    continue
+                total = sums.setdefault((str(account), str(model)), [0, 0, 0, 0])
+                total[0] += status is not None
+                total[1] += inputs or 0
+                total[2] += outputs or 0
+                total[3] += refusal == QUOTA_REFUSAL
+        return [PairSpend(account, model, *total) for (account, model), total in sums.items()]
 
     async def live_leases_by_pair(
         self, account_ids: Iterable[str], now: datetime

@@ -5,12 +5,14 @@ A bucket refills at `refill_rate` per second (its limit over its window, or the 
 linear refill to its reset). A live lease spends, on average, `LeaseRate` per second (requests
 and input/output tokens, measured from evidence and smoothed: `smoothed`). So
 
-    sustained leases = floor(min over the quota's dimensions of refill_rate / per-lease spend)
+    sustained leases = ceil(min over the quota's dimensions of refill_rate / per-lease spend)
 
-and never below 1 (an account with a quota always admits one lease: the proxy still refuses
-what the bucket cannot take). A new lease fits an (account, model) when the bucket has room for
-one more request now and the live leases are below what it sustains (`quota_room`); the
-operator's `lease_capacity`, when set, is an upper bound (`effective_ceiling`).
+(the fewest leases whose spend meets the refill; the walk's spreading share of it rounds
+down instead, `sustained_leases`) and never below 1 (an account with a quota always admits
+one lease: the proxy still refuses what the bucket cannot take). A new lease fits an
+(account, model) when the bucket has room for one more request now and the live leases are
+below what it sustains (`quota_room`); the operator's `lease_capacity`, when set, is an
+upper bound (`effective_ceiling`).
 
 Until a pair's own spend is measured its ceiling uses a **prior** (`prior_rate`): the mean of
 what the leases of the pool's other pairs were measured to spend (the spend is the fleet's,
@@ -36,6 +38,8 @@ LEASE_TURNOVER_S = 1.0
 """When room is expected on an account at its sustained ceiling: as soon as any lease ends."""
 DEFAULT_ALPHA = 0.3
 """The weight of each new sample in the moving average."""
+_ROUNDING = 1e-9
+"""A quota sustaining exactly n leases' spend (up to float error) sustains n, not n +/- 1."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +152,19 @@ def refill_rate(bucket: Bucket, observed_at: float) -> float | None:
     return None
 
 
-def sustained_leases(quota: Quota, rate: LeaseRate | None, share: float = 1.0) -> int | None:
-    """How many live leases the quota's refill sustains at `rate` each (`share` of it: the
-    walk's spreading bound); None when nothing known bounds it (no rate measured, or no
-    dimension with both a refill and a spend)."""
+def sustained_leases(
+    quota: Quota, rate: LeaseRate | None, share: float | None = None
+) -> int | None:
+    """How many live leases the quota's refill sustains at `rate` each; None when nothing
+    known bounds it (no rate measured, or no dimension with both a refill and a spend).
+
+    The whole ceiling (`share` None) is the fewest leases whose spend meets the refill: with
+    one fewer the bucket would fill and its refill go to waste whenever the pool is saturated
+    (an account sustaining 2.98 leases' spend held 2 and ran at 67 % of its quota in the fleet
+    bench); the last lease's spend past the refill is the proxy's to hold back, each request
+    with the `Retry-After` of the bucket's next room. A `share` (the walk's spreading bound,
+    below the whole) is the most leases whose spend stays within that share of the refill: the
+    headroom that keeps bursts under the quota while the pool has room elsewhere."""
     if rate is None:
         return None
     ceilings: list[float] = []
@@ -162,7 +175,10 @@ def sustained_leases(quota: Quota, rate: LeaseRate | None, share: float = 1.0) -
             ceilings.append(refill / spend)
     if not ceilings:
         return None
-    return max(1, math.floor(share * min(ceilings)))
+    sustained = min(ceilings)
+    if share is None:
+        return max(1, math.ceil(sustained - _ROUNDING))
+    return max(1, math.floor(share * sustained + _ROUNDING))
 
 
 def effective_ceiling(
@@ -170,9 +186,10 @@ def effective_ceiling(
     rate: LeaseRate | None,
     lease_capacity: int | None,
     probe: int | None = None,
-    share: float = 1.0,
+    share: float | None = None,
 ) -> int | None:
-    """The account's lease ceiling for this model: what the quota sustains (`share` of it),
+    """The account's lease ceiling for this model: what the quota sustains (the whole, or
+    `share` of it),
     or `probe` when no quota is known, bounded by the operator's `lease_capacity`; None when
     nothing bounds it."""
     sustained = sustained_leases(quota, rate, share) if quota is not None else probe
@@ -187,7 +204,7 @@ def quota_room(
     live: int,
     now: float,
     probe: int | None = None,
-    share: float = 1.0,
+    share: float | None = None,
 ) -> float | None:
     """None when one more lease fits the quota now; else epoch seconds when room is expected:
     when the bucket holds one average request again, or (at the sustained ceiling) in

@@ -75,10 +75,11 @@ class Facts:
     unstated: frozenset[str] = frozenset()
     """Accounts whose provider never states its quota (no rate-limit headers): never probed,
     since nothing will be learned of them but their measured spend."""
-    spread: float = 1.0
+    spread: float | None = None
     """The share of each pair's sustained lease ceiling the walk fills before it moves on down
     the pool (advisory like the probe: `LazyFacts.select` fills past it when nobody else has
-    room; the reservation's lock holds the whole ceiling)."""
+    room; the reservation's lock holds the whole ceiling); None: the whole ceiling
+    (`lease_ceiling.sustained_leases`)."""
     residency: Residency = UNRESTRICTED
     """The providers and regions the mint's tenant may be served from."""
 
@@ -133,7 +134,7 @@ class Facts:
     def unbounded(self) -> Facts:
         """These facts without the spreading share: the ceilings the pool has (the probe
         stays: `LazyFacts` spreads what comes past the probes itself)."""
-        return replace(self, spread=1.0)
+        return replace(self, spread=None)
 
     def rate(self, pair: Pair) -> LeaseRate | None:
         """What one live lease of the pair spends: as measured, else the prior."""

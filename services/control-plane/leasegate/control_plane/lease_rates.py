@@ -1,17 +1,24 @@
 """The lease-rate meter: what one live lease of each (account, served model) spends per second,
 measured from evidence and smoothed, for the adaptive lease ceilings (`routing.lease_ceiling`).
 
-Every `every_s` (`LEASEGATE_LEASE_RATE_INTERVAL_S`, 10 s) each control plane reads, in the
-background, the requests and tokens the evidence rows of the last interval sent to each pair
-and the pair's live leases now. The interval's lease-seconds are the mean of the live leases at
-its two ends times its length; requests and tokens over lease-seconds are one sample, folded
-into a moving average (`routing.lease_ceiling.smoothed`). A pair with no lease live at either end
-keeps its average. A pair's first sample is folded into the prior (`prior`: the default
-per-lease spend), not taken alone: leases minted during the interval, whose first answers
-had not come back when it ended, would otherwise make a first sample far below the spend, and
-the ceiling it sets far too high. Mints read `current()`: no I/O on the mint's path. Replicas
-measure the same rows, so they agree closely without coordinating. A failed read is logged
-and skipped.
+Every `every_s` (`LEASEGATE_LEASE_RATE_INTERVAL_S`, 10 s) each control plane counts, in the
+background, each pair's live leases. An interval between two counts is measured once it ended
+`settle_s` ago (the longest a finished request's row waits in the proxy's memory, plus a
+margin; the counts of the intervals not measured yet are kept): the requests and tokens sent to
+each pair by the requests that *ended* in it, so every request is counted once, when its row
+is surely written. (Counted by when they started, as before 2026-12-04, the requests still
+running or waiting in the proxy's memory when an interval was read were never counted: with
+0.5 s turns and a 2 s interval the spend per lease read about 30 % low, the ceilings as much
+too high, and the pool's first accounts ran at their quota's edge.)
+
+The interval's lease-seconds are the mean of the live leases at its two ends times its length;
+requests and tokens over lease-seconds are one sample, folded into a moving average
+(`routing.lease_ceiling.smoothed`). A pair with no lease live at either end keeps its average.
+A pair's first sample is folded into the prior (`prior`: the default per-lease spend), not
+taken alone: leases minted late in an interval send little in it, and a first sample far below
+the spend would set the ceiling far too high. Mints read `current()`: no I/O on the mint's
+path. Replicas measure the same rows, so they agree closely without coordinating. A failed
+read is logged and skipped (its interval is not measured).
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
@@ -40,6 +48,7 @@ class LeaseRateMeter:
         clock: Clock,
         *,
         every_s: float,
+        settle_s: float = 0.0,
         alpha: float = DEFAULT_ALPHA,
         prior: LeaseRate | None = None,
     ) -> None:
@@ -48,32 +57,42 @@ class LeaseRateMeter:
         self._accounts = tuple(account_ids)
         self._clock = clock
         self._every_s = every_s
+        self._settle = timedelta(seconds=settle_s)
         self._alpha = alpha
         self._rates: dict[Pair, LeaseRate] = {}
-        self._last: tuple[datetime, Mapping[Pair, int]] | None = None
+        self._counts: deque[tuple[datetime, Mapping[Pair, int]]] = deque()
+        """The live leases at each call not yet past a measured interval, oldest first."""
         self._task: asyncio.Task[None] | None = None
 
     def current(self) -> Mapping[Pair, LeaseRate]:
         return self._rates
 
     async def run_once(self) -> None:
-        """One interval: since the previous call (the first only counts the live leases)."""
+        """Count the live leases now; measure every interval between two earlier counts that
+        ended at least `settle_s` ago and was not measured yet (the first calls only count)."""
         now = self._clock.now()
-        live = await self._store.live_leases_by_pair(self._accounts, now)
-        if self._last is None:
-            self._last = (now, live)
-            return
-        since, before = self._last
-        seconds = (now - since).total_seconds()
-        self._last = (now, live)
+        self._counts.append((now, await self._store.live_leases_by_pair(self._accounts, now)))
+        while len(self._counts) > 1 and self._counts[1][0] <= now - self._settle:
+            (since, before), (until, after) = self._counts[0], self._counts[1]
+            self._counts.popleft()
+            await self._measure(since, before, until, after)
+
+    async def _measure(
+        self,
+        since: datetime,
+        before: Mapping[Pair, int],
+        until: datetime,
+        after: Mapping[Pair, int],
+    ) -> None:
+        seconds = (until - since).total_seconds()
         if seconds <= 0:
             return
         spent = {
-            (s.account_id, s.served_model): s for s in await self._store.spend_by_pair(since, now)
+            (s.account_id, s.served_model): s for s in await self._store.spend_by_pair(since, until)
         }
         rates = dict(self._rates)
-        for pair in {*before, *live}:
-            lease_seconds = seconds * (before.get(pair, 0) + live.get(pair, 0)) / 2
+        for pair in {*before, *after}:
+            lease_seconds = seconds * (before.get(pair, 0) + after.get(pair, 0)) / 2
             spend = spent.get(pair)
             sample = sampled(
                 spend.requests if spend else 0,

@@ -66,6 +66,7 @@ class ControlRuntime:
             [a.id for a in self.registry.accounts],
             self.clock,
             every_s=self.settings.lease_rate_interval_s,
+            settle_s=settle_seconds(self.settings.evidence_written_within_s),
             prior=prior,
         )
         self.overlay = AdminOverlay(

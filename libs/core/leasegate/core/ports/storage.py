@@ -238,11 +238,19 @@ class PairSpend:
     """Requests the proxy refused `account-quota-exhausted`: demand the quota held back."""
 
 
+LONGEST_REQUEST_COUNTED_S = 300.0
+"""How far before a window `spend_by_pair` looks for requests that ended in it."""
+
+
 class LeaseSpendReader(Protocol):
     """What the lease-rate meter reads (adaptive lease ceilings, docs/capacity.md)."""
 
     async def spend_by_pair(self, since: datetime, until: datetime) -> list[PairSpend]:
-        """Evidence rows started in [since, until), summed per (account, served model)."""
+        """Evidence rows of requests that *ended* in [since, until) (`started_at` plus
+        `duration_ms`), summed per (account, served model). By the end, not the start: a
+        request still running when a window closes is counted in the window it ends in, not
+        lost between the two (its row did not exist when the first was read). Requests that
+        ran longer than `LONGEST_REQUEST_COUNTED_S` are not counted (the read is bounded)."""
 
     async def live_leases_by_pair(
         self, account_ids: Iterable[str], now: datetime
