@@ -4,7 +4,9 @@
 
 Each account (told apart by its credential: `Authorization: Bearer` or `x-api-key`) has token
 buckets refilled continuously and empty at start (`bench.fleet.buckets`); a request draws one
-request and its tokens (prompt + `max_tokens`, or for Anthropic input and output separately).
+request and its tokens (prompt + `max_tokens`, or for Anthropic input and output separately,
+its input without the prompt-cache read: Anthropic's current models count no cache reads
+toward the input-token limit).
 Every answer carries the account's rate-limit headers (OpenAI's `x-ratelimit-*`, Anthropic's
 `anthropic-ratelimit-*`, or none); a request the buckets cannot take is answered 429 with
 `retry-after` (none for the headerless account) and the provider's rate-limit error body,
@@ -46,6 +48,7 @@ class Counters:
     requests: int = 0
     tokens: int = 0
     input_tokens: int = 0
+    """Input the limits counted (Anthropic: without cache reads)."""
     output_tokens: int = 0
     cache_lookups: int = 0
     cache_hits: int = 0
@@ -103,8 +106,13 @@ class Mock:
         messages = body.get("messages") or []
         prompt = math.ceil(sum(len(str(m.get("content", ""))) for m in messages) / CHARS_PER_TOKEN)
         output = int(body.get("max_tokens") or 0)
+        session = str(messages[0].get("content", "")).split("\n", 1)[0] if messages else ""
+        last = self.sessions.get(session)
+        cached = last[1] if last is not None and last[0] == account.id else 0
         if anthropic:
-            costs = {"requests": 1.0, "input-tokens": float(prompt), "output-tokens": float(output)}
+            # like Anthropic's current models: cache reads count toward no input-token limit
+            uncached = float(prompt - cached)
+            costs = {"requests": 1.0, "input-tokens": uncached, "output-tokens": float(output)}
         else:
             costs = {"requests": 1.0, "tokens": float(prompt + output)}
         counters = account.counters
@@ -116,19 +124,14 @@ class Mock:
             return self.limited(account, costs, wait, anthropic, now)
         headers = account.rate_headers(now)
         await asyncio.sleep(latency_s(output))
-        session = str(messages[0].get("content", "")).split("\n", 1)[0] if messages else ""
-        cached = 0
-        if session in self.sessions:
+        if last is not None:
             counters.cache_lookups += 1
-            last_account, last_prompt = self.sessions[session]
-            if last_account == account.id:
-                counters.cache_hits += 1
-                cached = last_prompt
+            counters.cache_hits += last[0] == account.id
         self.sessions[session] = (account.id, prompt)
         counters.answered += 1
         counters.requests += 1
         counters.tokens += prompt + output
-        counters.input_tokens += prompt
+        counters.input_tokens += prompt - cached if anthropic else prompt  # as the limit counts
         counters.output_tokens += output
         return web.json_response(
             _answer(account.served, prompt, output, cached, anthropic), headers=headers

@@ -113,6 +113,9 @@ async def test_the_proxy_refuses_what_the_providers_headers_say_it_cannot_take(
         "account-quota-exhausted",
     )
     assert (gateway_row["qualifying"], gateway_row["scope"]) == (False, None)
+    # the wait the refusal named, which the lease-rate meter counts as time not spent sending
+    assert 19_000 <= gateway_row["retry_after_ms"] <= 21_000
+    assert answered_row["retry_after_ms"] is None
     view = await account_health(gw, "openai-main")
     assert (view["health"], view["cooling_models"]) == ("healthy", [])
     view = await quota_shared(gw, "openai-main")  # written behind the requests

@@ -99,7 +99,9 @@ async def test_the_meter_learns_what_one_lease_spends(store: Store) -> None:
     assert meter.current() == {("a", SERVED): LeaseRate(0.25, 125.0, 125.0)}
 
 
-async def test_quota_refusals_count_as_demand_held_back(store: Store) -> None:
+async def test_the_time_leases_waited_on_quota_refusals_is_not_time_they_sent_in(
+    store: Store,
+) -> None:
     clock = StepClock(T0)
     await commit_leases(store, "a", 2)
     meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, alpha=1.0)
@@ -113,16 +115,18 @@ async def test_quota_refusals_count_as_demand_held_back(store: Store) -> None:
             upstream_status=None,
             outcome="refused",
             refusal_reason="account-quota-exhausted",
+            retry_after_ms=2_000.0,
         )
         for n in range(5)
     ]
-    await store.write_evidence(refused)
+    other = replace(refused[0], request_id="req-cooling", refusal_reason="model-cooling")
+    await store.write_evidence([*refused, other])  # only the quota's waits count
     assert await store.spend_by_pair(T0, T0 + timedelta(seconds=10)) == [
-        PairSpend("a", SERVED, 5, 2_500, 2_500, refused=5)
+        PairSpend("a", SERVED, 5, 2_500, 2_500, waited_s=10.0)
     ]
     clock.advance(10)
     await meter.run_once()
-    # 5 sent and 5 held back over 20 lease-seconds: 0.5 wanted per lease-second, not 0.25
+    # 5 sent over 20 lease-seconds of which 10 were spent waiting: 0.5 a second free to send
     assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
 
 

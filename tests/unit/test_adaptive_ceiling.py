@@ -236,28 +236,34 @@ def test_a_sample_is_the_spend_over_the_lease_seconds() -> None:
     wanted_per_lease=st.floats(0.2, 2.0),
     refill=st.floats(1.0, 10.0),
 )
-def test_a_throttled_account_measures_demand_so_its_ceiling_binds(
+def test_a_throttled_account_measures_what_a_lease_wants_so_its_ceiling_binds(
     leases: int, wanted_per_lease: float, refill: float
 ) -> None:
     """A throttled account sends only what its quota lets through, whatever the leases: spend
-    per lease is refill / leases, so a ceiling from spend alone is `leases` and never binds.
-    With the refused requests counted (at least the demand held back), the ceiling is at most
-    the fewest leases whose real demand meets the refill, and one more lease never fits."""
+    per lease-second is refill / leases, so a ceiling from it would be `leases` and never
+    bind. Each lease spends the rest of its time waiting out the proxy's refusals; over the
+    time left it sends at its own pace, so the measured rate is that pace (nothing is
+    measured when the leases did little but wait) and the ceiling the fewest leases whose
+    pace meets the refill, however many leases were live."""
     seconds = 10.0
-    wanted = leases * wanted_per_lease * seconds
-    sent = math.floor(min(wanted, refill * seconds))
-    refused = math.ceil(wanted - sent)
+    sent = math.floor(min(leases * wanted_per_lease * seconds, refill * seconds))
+    waited = leases * seconds - sent / wanted_per_lease
     quota = declared(round(refill * WINDOW_S), 10**9)
-    rate = sampled(sent, sent * 100, sent * 10, leases * seconds, refused)
-    assert rate is not None
+    rate = sampled(sent, sent * 100, sent * 10, leases * seconds, waited)
+    if rate is None:
+        assert waited > 0.9 * leases * seconds - 1e-9
+        return
+    assert math.isclose(rate.requests_per_s, wanted_per_lease, rel_tol=1e-9)
     ceiling = sustained_leases(quota, rate)
-    assert ceiling is not None
     sustained = round(refill * WINDOW_S) / WINDOW_S / wanted_per_lease
-    assert ceiling <= max(1, math.ceil(sustained - 1e-9))
+    assert max(1, math.ceil(sustained - 1e-6)) <= (ceiling or 0) <= max(1, math.ceil(sustained))
 
 
-def test_refused_requests_count_as_wanted_at_the_mean_tokens_of_sent_ones() -> None:
-    assert sampled(20, 4_000, 1_000, 10.0, refused=20) == LeaseRate(4.0, 800.0, 200.0)
+def test_leases_that_did_little_but_wait_measure_nothing() -> None:
+    assert sampled(20, 4_000, 1_000, 10.0, waited_s=5.0) == LeaseRate(4.0, 800.0, 200.0)
+    assert sampled(0, 0, 0, 10.0, waited_s=3.0) is None
+    assert sampled(1, 10, 10, 10.0, waited_s=9.5) is None  # little but waits: not measured
+    assert sampled(1, 10, 10, 10.0, waited_s=100.0) is None
 
 
 @settings(deadline=None, max_examples=40)

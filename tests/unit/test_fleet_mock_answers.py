@@ -100,3 +100,33 @@ async def test_answers_carry_headers_usage_and_count_cache_hits(mock_url: str) -
     assert (stats["oa"]["cache_lookups"], stats["oa"]["cache_hits"]) == (1, 1)
     assert (stats["an"]["cache_lookups"], stats["an"]["cache_hits"]) == (1, 0)
     assert stats["oa"]["tokens"] == 2 * (100 + 10)
+
+
+async def test_anthropics_input_limit_is_not_charged_for_cache_reads() -> None:
+    """As on Anthropic's current models: a session's next turn on the same account draws
+    only its uncached input from the input-token bucket. The bucket here holds ~200 input
+    tokens a second after the reset: the second turn's 150-token prompt fits only because
+    the first turn's 100 are a cache read."""
+    account = MockAccount(
+        "an",
+        "anthropic",
+        "claude-x",
+        {"requests": 1000, "input-tokens": 2000, "output-tokens": 10**6},
+    )
+    server = TestServer(app(Mock([account])), host="127.0.0.1")
+    await server.start_server()
+    try:
+        url = str(server.make_url("")).rstrip("/")
+        async with httpx.AsyncClient(base_url=url) as http:
+            await http.post("/fleet/reset")
+            await asyncio.sleep(1.0)
+            an = {"x-api-key": "sk-fleet-an"}
+            first = await http.post("/v1/messages", json=_body("s", 400), headers=an)
+            second = await http.post("/v1/messages", json=_body("s", 600), headers=an)
+            other = await http.post("/v1/messages", json=_body("t", 600), headers=an)
+    finally:
+        await server.close()
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert second.json()["usage"]["cache_read_input_tokens"] == 100
+    assert second.json()["usage"]["input_tokens"] == 50
+    assert other.status_code == 429  # another session's 150 uncached tokens do not fit

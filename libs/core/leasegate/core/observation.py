@@ -36,7 +36,8 @@ class Observation:
     refusal_code: str | None = None
     """For kind == "refused": the gateway's own code (e.g. `model-cooling`)."""
     retry_after_s: float | None = None
-    """The upstream's Retry-After, in seconds, when it sent one."""
+    """The upstream's Retry-After, in seconds, when it sent one; for kind == "refused", the
+    gateway's own."""
     context_length: bool = False
     """The error payload says the request exceeded the model's context window."""
     rate_limit_wait_s: float | None = None

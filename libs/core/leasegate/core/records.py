@@ -148,3 +148,6 @@ class EvidenceRow:
     usage_estimated: bool = False
     """The tokens (and cost) are the gateway's estimate: the stream never reported usage
     (leasegate.providers.estimate)."""
+    retry_after_ms: float | None = None
+    """The `Retry-After` the answer carried: the gateway's own on its refusal, the upstream's
+    when it sent one (the lease-rate meter sums the quota refusals': time leases waited)."""

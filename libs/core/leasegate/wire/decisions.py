@@ -46,6 +46,9 @@ class Evidence(WireModel):
     started_at: Time
     first_byte_ms: float | None
     duration_ms: float
+    retry_after_ms: float | None = None
+    """The `Retry-After` the answer carried: the gateway's own on its refusal, the upstream's
+    when it sent one."""
 
 
 class EvidenceList(WireModel):

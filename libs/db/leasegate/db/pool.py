@@ -37,7 +37,8 @@ QUOTA_REFUSAL = "account-quota-exhausted"
 _SPEND_BY_PAIR = (
     "SELECT account_id, served_model, count(upstream_status)::int, "
     "coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint, "
-    "(count(*) FILTER (WHERE refusal_reason = 'account-quota-exhausted'))::int "
+    "(coalesce(sum(retry_after_ms) FILTER (WHERE refusal_reason = 'account-quota-exhausted'), 0)"
+    " / 1000.0)::float8 "
     "FROM evidence WHERE started_at >= $1 AND started_at < $3 "
     "AND started_at + duration_ms * interval '1 millisecond' >= $2 "
     "AND started_at + duration_ms * interval '1 millisecond' < $3 "
@@ -134,6 +135,7 @@ class PoolRepository:
                     row.input_tokens,
                     row.output_tokens,
                     row.refusal_reason,
+                    row.retry_after_ms,
                 ).where(
                     row.started_at >= earliest,
                     row.started_at < until,
@@ -141,16 +143,31 @@ class PoolRepository:
                     row.served_model.is_not(None),
                 )
             )
-            sums: dict[tuple[str, str], list[int]] = {}
-            for account, model, started, duration_ms, status, inputs, outputs, refusal in found:
+            sums: dict[tuple[str, str], PairSpend] = {}
+            for (
+                account,
+                model,
+                started,
+                duration_ms,
+                status,
+                inputs,
+                outputs,
+                refusal,
+                wait,
+            ) in found:
                 if not since <= started + timedelta(milliseconds=duration_ms) < until:
                     continue
-                total = sums.setdefault((str(account), str(model)), [0, 0, 0, 0])
-                total[0] += status is not None
-                total[1] += inputs or 0
-                total[2] += outputs or 0
-                total[3] += refusal == QUOTA_REFUSAL
-        return [PairSpend(account, model, *total) for (account, model), total in sums.items()]
+                pair = (str(account), str(model))
+                total = sums.get(pair) or PairSpend(*pair, 0, 0, 0)
+                waited = (wait or 0.0) / 1000 if refusal == QUOTA_REFUSAL else 0.0
+                sums[pair] = PairSpend(
+                    *pair,
+                    total.requests + (status is not None),
+                    total.input_tokens + (inputs or 0),
+                    total.output_tokens + (outputs or 0),
+                    total.waited_s + waited,
+                )
+        return list(sums.values())
 
     async def live_leases_by_pair(
         self, account_ids: Iterable[str], now: datetime

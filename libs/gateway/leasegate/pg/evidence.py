@@ -53,6 +53,7 @@ ARRAY_TYPES: dict[str, str] = {
     "malformed_chunks": "int8[]",
     "cost": "numeric[]",
     "usage_estimated": "bool[]",
+    "retry_after_ms": "float8[]",
 }
 """Each column's array type in the insert. Strings travel as text[]: an explicit varchar(n)
 cast would silently truncate, while the insert's assignment cast refuses an oversized value

@@ -38,6 +38,8 @@ LEASE_TURNOVER_S = 1.0
 """When room is expected on an account at its sustained ceiling: as soon as any lease ends."""
 DEFAULT_ALPHA = 0.3
 """The weight of each new sample in the moving average."""
+SENDING_SHARE_MIN = 0.1
+"""The least share of an interval's lease-seconds left to sending that `sampled` measures."""
 _ROUNDING = 1e-9
 """A quota sustaining exactly n leases' spend (up to float error) sustains n, not n +/- 1."""
 
@@ -102,27 +104,28 @@ def sampled(
     input_tokens: int,
     output_tokens: int,
     lease_seconds: float,
-    refused: int = 0,
+    waited_s: float = 0.0,
 ) -> LeaseRate | None:
-    """One measurement: what was wanted over `lease_seconds` of live leases (leases x
-    seconds); None when no lease was live (nothing to divide by).
+    """One measurement: what a live lease sends per second it is free to send, over
+    `lease_seconds` of live leases (leases x seconds) of which `waited_s` were spent waiting
+    out the `Retry-After` of the proxy's quota refusals; None when no lease was live, or when
+    the leases did little but wait (less than `SENDING_SHARE_MIN` of the lease-seconds left,
+    or nothing sent: too little of what one sends was seen to measure it; the lease counts
+    are sampled at the interval's ends, the waits summed over it, so a small remainder is
+    mostly their disagreement).
 
-    What was sent alone would be no measure on a throttled account: leases held back by the
-    quota send only what the quota lets through, so spend / lease falls as leases are added
-    and the ceiling (refill / spend per lease) would grow with the leases, never binding.
-    So the requests the proxy `refused` for the quota count as wanted too, each at the mean
-    tokens of a sent one (a refused request is retried after its Retry-After, so this
-    overstates demand while the account is throttled: the ceiling then errs low, the mint
-    spreads leases to other accounts, and the next unthrottled interval corrects it)."""
-    if lease_seconds <= 0:
+    What was sent over the lease-seconds alone would be no measure on a throttled account:
+    leases held back by the quota send only what the quota lets through, so spend / lease
+    falls as leases are added and the ceiling (refill / spend per lease) would grow with the
+    leases, never binding. A lease held back spends the refusal's `Retry-After` waiting, so
+    the time left is what it sends in at its own pace: spend over it is what a lease wants,
+    however throttled."""
+    sending = lease_seconds - waited_s
+    if lease_seconds <= 0 or sending < SENDING_SHARE_MIN * lease_seconds:
         return None
-    wanted = requests + refused
-    scale = wanted / requests if requests else 1.0
-    return LeaseRate(
-        wanted / lease_seconds,
-        scale * input_tokens / lease_seconds,
-        scale * output_tokens / lease_seconds,
-    )
+    if requests == 0 and waited_s > 0:
+        return None
+    return LeaseRate(requests / sending, input_tokens / sending, output_tokens / sending)
 
 
 def smoothed(

@@ -99,7 +99,7 @@ class LeaseRateMeter:
                 spend.input_tokens if spend else 0,
                 spend.output_tokens if spend else 0,
                 lease_seconds,
-                spend.refused if spend else 0,
+                spend.waited_s if spend else 0.0,
             )
             if sample is not None:
                 rates[pair] = smoothed(rates.get(pair, self._prior), sample, self._alpha)

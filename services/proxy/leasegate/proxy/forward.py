@@ -187,7 +187,8 @@ async def _refused(
             f"a backing store is unavailable ({refusal.reason})",
             retry_after_s=1.0,
         )
-    await runtime.finish(admission, Ended(Observation("refused", refusal_code=refusal.code)))
+    refused = Observation("refused", refusal_code=refusal.code, retry_after_s=refusal.retry_after_s)
+    await runtime.finish(admission, Ended(refused))
     closing = isinstance(refusal, BodyRefused)
     return refusal_response(refusal, admission.request_id, admission.key, close=closing)
 

@@ -127,7 +127,12 @@ def evidence_row(
         malformed_chunks=ended.malformed_chunks,
         cost=cost,
         usage_estimated=usage.estimated,
+        retry_after_ms=_milliseconds(observation.retry_after_s),
     )
+
+
+def _milliseconds(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
 
 
 _ERROR_CODE_MAX = 200

@@ -234,8 +234,9 @@ class PairSpend:
     """Requests that reached the upstream (rows with an upstream status)."""
     input_tokens: int
     output_tokens: int
-    refused: int = 0
-    """Requests the proxy refused `account-quota-exhausted`: demand the quota held back."""
+    waited_s: float = 0.0
+    """The `Retry-After` seconds of the requests the proxy refused `account-quota-exhausted`:
+    time the pair's leases spent waiting for their quota instead of sending."""
 
 
 LONGEST_REQUEST_COUNTED_S = 300.0

@@ -46,3 +46,4 @@ class EvidenceRecordRow(Base):
     malformed_chunks: Mapped[int] = mapped_column(Integer)
     cost: Mapped[Decimal | None] = mapped_column(Money())
     usage_estimated: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    retry_after_ms: Mapped[float | None] = mapped_column(Float)
