@@ -37,15 +37,15 @@ QUOTA_REFUSAL = "account-quota-exhausted"
 _SPEND_BY_PAIR = (
     "SELECT account_id, served_model, count(upstream_status)::int, "
     "coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint, "
-    "(coalesce(sum(retry_after_ms) FILTER (WHERE refusal_reason = 'account-quota-exhausted'), 0)"
-    " / 1000.0)::float8 "
+    "(coalesce(sum(retry_after_ms) FILTER (WHERE refusal_reason = $4), 0) / 1000.0)::float8 "
     "FROM evidence WHERE started_at >= $1 AND started_at < $3 "
     "AND started_at + duration_ms * interval '1 millisecond' >= $2 "
     "AND started_at + duration_ms * interval '1 millisecond' < $3 "
     "AND account_id IS NOT NULL AND served_model IS NOT NULL GROUP BY account_id, served_model"
 )
 """Requests that ended in [$2, $3): the range on `started_at` ($1: the window's start less
-`LONGEST_REQUEST_COUNTED_S`) reads the index and the day partitions it touches."""
+`LONGEST_REQUEST_COUNTED_S`) reads the index and the day partitions it touches; $4 is
+`QUOTA_REFUSAL`, whose `Retry-After`s are the leases' waits."""
 
 
 class PoolRepository:
@@ -114,7 +114,9 @@ class PoolRepository:
         earliest = since - timedelta(seconds=LONGEST_REQUEST_COUNTED_S)
         if self._db.dialect == "postgresql":
             async with self._db.pg.connection() as connection:
-                found = await connection.fetch(_SPEND_BY_PAIR, earliest, since, until)
+                found = await connection.fetch(
+                    _SPEND_BY_PAIR, earliest, since, until, QUOTA_REFUSAL
+                )
             return [PairSpend(*row) for row in found]
         return await self._spend_by_pair_orm(earliest, since, until)
 
@@ -143,7 +145,7 @@ class PoolRepository:
                     row.served_model.is_not(None),
                 )
             )
-            sums: dict[tuple[str, str], PairSpend] = {}
+            sums: dict[tuple[str, str], list[float]] = {}
             for (
                 account,
                 model,
@@ -157,17 +159,15 @@ class PoolRepository:
             ) in found:
                 if not since <= started + timedelta(milliseconds=duration_ms) < until:
                     continue
-                pair = (str(account), str(model))
-                total = sums.get(pair) or PairSpend(*pair, 0, 0, 0)
-                waited = (wait or 0.0) / 1000 if refusal == QUOTA_REFUSAL else 0.0
-                sums[pair] = PairSpend(
-                    *pair,
-                    total.requests + (status is not None),
-                    total.input_tokens + (inputs or 0),
-                    total.output_tokens + (outputs or 0),
-                    total.waited_s + waited,
-                )
-        return list(sums.values())
+                total = sums.setdefault((str(account), str(model)), [0, 0, 0, 0.0])
+                total[0] += status is not None
+                total[1] += inputs or 0
+                total[2] += outputs or 0
+                total[3] += (wait or 0.0) / 1000 if refusal == QUOTA_REFUSAL else 0.0
+        return [
+            PairSpend(account, model, int(sent), int(inputs), int(outputs), waited)
+            for (account, model), (sent, inputs, outputs, waited) in sums.items()
+        ]
 
     async def live_leases_by_pair(
         self, account_ids: Iterable[str], now: datetime

@@ -147,15 +147,17 @@ class KeyResolver:
         now = self._clock.monotonic()
         hit = self._cache.get(key_id)
         if hit is not None:
-            age = now - hit[1]
+            age, fanout = now - hit[1], self._fanout
             if age < min(self._ttl_s, UNTRUSTED_TTL_S) or now < self._database_out_until:
                 return hit[0]
-            fanout = self._fanout
-            if age < self._ttl_s and (fanout is None or fanout.trusted()):
+            # past the short trust: the fan-out must vouch for it; after a wait for its
+            # heartbeat, only if not removed meanwhile (a revocation, a reset, delivered first)
+            if age < self._ttl_s and (
+                fanout is None
+                or fanout.trusted()
+                or (await fanout.confirmed() and self._cache.get(key_id) is hit)
+            ):
                 return hit[0]
-            if age < self._ttl_s and fanout is not None and await fanout.confirmed():
-                if self._cache.get(key_id) is hit:  # not removed while waiting (a revocation,
-                    return hit[0]  # a reset delivered before the heartbeat's answer)
         try:
             record = await self._reader.get_key(key_id)
         except StoreError:
