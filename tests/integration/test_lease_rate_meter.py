@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from leasegate.control_plane.lease_rates import LeaseRateMeter
 from leasegate.core.ports.storage import PairSpend
 from leasegate.db import Store
@@ -99,6 +101,22 @@ async def test_the_meter_learns_what_one_lease_spends(store: Store) -> None:
     assert meter.current() == {("a", SERVED): LeaseRate(0.25, 125.0, 125.0)}
 
 
+async def test_leases_gained_within_an_interval_do_not_dilute_its_spend(store: Store) -> None:
+    """A lease minted within an interval rarely has a request ended in it: while the pair
+    gains leases its spend is spread over the leases live at the interval's start only; while
+    it loses them, over the mean of the two counts."""
+    clock = StepClock(T0)
+    await commit_leases(store, "a", 2)
+    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, alpha=1.0)
+    await meter.run_once()
+    await commit_leases(store, "a", 4)  # 2 -> 6 within the interval
+    await spend(store, "a", [float(n) for n in range(10)], tokens=1_000)
+    clock.advance(10)
+    await meter.run_once()
+    # 10 requests over 2 leases x 10 s, not over the mean's 4 x 10 s
+    assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
+
+
 async def test_the_time_leases_waited_on_quota_refusals_is_not_time_they_sent_in(
     store: Store,
 ) -> None:
@@ -130,10 +148,13 @@ async def test_the_time_leases_waited_on_quota_refusals_is_not_time_they_sent_in
     assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
 
 
-async def test_a_pairs_first_sample_is_folded_into_the_prior(store: Store) -> None:
-    """Leases just minted send little in their first interval: with a prior the first
-    average is between the two, not the low sample alone (which would set the ceiling far
-    too high)."""
+async def test_a_pairs_average_leaves_the_prior_as_its_own_lease_seconds_outweigh_it(
+    store: Store,
+) -> None:
+    """The prior is worth one lease over one interval (10 lease-seconds here). A first sample
+    over 20 lease-seconds takes two thirds of the average, not the whole (leases just minted
+    send little) nor only `alpha` (the average would linger near the prior for intervals);
+    the next sample of 20 would take 20/50 < alpha, so it takes alpha."""
     clock = StepClock(T0)
     await commit_leases(store, "a", 2)
     prior = LeaseRate(1.0, 1_000.0, 256.0)
@@ -142,4 +163,11 @@ async def test_a_pairs_first_sample_is_folded_into_the_prior(store: Store) -> No
     await spend(store, "a", [1.0, 2.0], tokens=1_000)  # 2 requests over 20 lease-seconds
     clock.advance(10)
     await meter.run_once()
-    assert meter.current() == {("a", SERVED): LeaseRate(0.55, 525.0, 153.0)}
+    first = meter.current()[("a", SERVED)]
+    assert first.requests_per_s == pytest.approx(1 / 3 * 1.0 + 2 / 3 * 0.1)
+    assert first.tokens_per_s == pytest.approx(1 / 3 * 1_256 + 2 / 3 * 100)
+    await spend(store, "a", [11.0, 12.0, 13.0, 14.0], tokens=1_000)  # 0.2 a lease-second
+    clock.advance(10)
+    await meter.run_once()
+    second = meter.current()[("a", SERVED)]
+    assert second.requests_per_s == pytest.approx(0.5 * 0.2 + 0.5 * first.requests_per_s)

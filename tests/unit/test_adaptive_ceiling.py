@@ -20,6 +20,7 @@ from leasegate.routing.lease_ceiling import (
     prior_rate,
     quota_room,
     quota_wait,
+    sample_weight,
     sampled,
     smoothed,
     sustained_leases,
@@ -223,6 +224,42 @@ def test_a_steady_spend_is_learned(rate: LeaseRate, alpha: float) -> None:
     for _ in range(200):
         average = smoothed(average, rate, alpha)
     assert math.isclose(average.requests_per_s, rate.requests_per_s, rel_tol=1e-3)
+
+
+@given(
+    rates,
+    st.lists(st.tuples(rates, st.floats(0.1, 500.0)), min_size=1, max_size=20),
+    st.floats(0.1, 100.0),
+)
+def test_while_little_is_measured_the_average_is_the_lease_second_weighted_mean(
+    prior: LeaseRate, samples: list[tuple[LeaseRate, float]], prior_lease_seconds: float
+) -> None:
+    """With no floor (alpha 0) folding samples by `sample_weight` is exactly the mean of the
+    prior (worth `prior_lease_seconds`) and every sample, each weighted by its lease-seconds:
+    the average leaves the prior as fast as the pair's own measurements outweigh it."""
+    average, seen = prior, 0.0
+    for sample, lease_seconds in samples:
+        average = smoothed(
+            average, sample, sample_weight(lease_seconds, seen, prior_lease_seconds, 0.0)
+        )
+        seen += lease_seconds
+    weighted = prior.requests_per_s * prior_lease_seconds + sum(
+        s.requests_per_s * ls for s, ls in samples
+    )
+    assert average.requests_per_s == pytest.approx(
+        weighted / (prior_lease_seconds + seen), rel=1e-6, abs=1e-9
+    )
+
+
+@given(st.floats(0.0, 1e6), st.floats(0.0, 1e6), st.floats(0.1, 1e3), st.floats(0.05, 1.0))
+def test_a_samples_weight_is_never_below_alpha_nor_above_one(
+    lease_seconds: float, seen: float, prior_lease_seconds: float, alpha: float
+) -> None:
+    weight = sample_weight(lease_seconds, seen, prior_lease_seconds, alpha)
+    if lease_seconds == 0:
+        assert weight == 0.0  # no lease was live: nothing measured
+    else:
+        assert alpha <= weight <= 1.0
 
 
 def test_a_sample_is_the_spend_over_the_lease_seconds() -> None:

@@ -128,6 +128,25 @@ def sampled(
     return LeaseRate(requests / sending, input_tokens / sending, output_tokens / sending)
 
 
+def sample_weight(
+    lease_seconds: float, seen_lease_seconds: float, prior_lease_seconds: float, alpha: float
+) -> float:
+    """The share a sample of `lease_seconds` takes in a pair's average when `seen_lease_seconds`
+    were measured of it before and the prior it started from is worth `prior_lease_seconds`:
+    the running mean's share (the sample's lease-seconds over everything the average now
+    stands on) while little was measured, never less than `alpha`.
+
+    So a pair's average leaves its prior as fast as its own measurements outweigh it (a first
+    sample over four times the prior's lease-seconds takes 80 % of the average), a thin one
+    (leases minted at an interval's end, sending nothing yet) no more than `alpha`, as
+    before; once the measurements far outweigh the prior, the moving average's `alpha`
+    follows a changing spend."""
+    if lease_seconds <= 0:
+        return 0.0
+    mean_share = lease_seconds / (lease_seconds + seen_lease_seconds + prior_lease_seconds)
+    return max(alpha, mean_share)
+
+
 def smoothed(
     previous: LeaseRate | None, sample: LeaseRate, alpha: float = DEFAULT_ALPHA
 ) -> LeaseRate:

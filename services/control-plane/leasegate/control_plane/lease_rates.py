@@ -14,9 +14,13 @@ too high, and the pool's first accounts ran at their quota's edge.)
 The interval's lease-seconds are the mean of the live leases at its two ends times its length;
 requests and tokens over lease-seconds are one sample, folded into a moving average
 (`routing.lease_ceiling.smoothed`). A pair with no lease live at either end keeps its average.
-A pair's first sample is folded into the prior (`prior`: the default per-lease spend), not
-taken alone: leases minted late in an interval send little in it, and a first sample far below
-the spend would set the ceiling far too high. Mints read `current()`: no I/O on the mint's
+A pair's average starts from the prior (`prior`: the default per-lease spend), worth one lease
+measured over one interval, and leaves it as fast as the pair's own lease-seconds outweigh it
+(`routing.lease_ceiling.sample_weight`: the running mean's share, never less than `alpha`):
+a first sample is not taken alone (leases minted late in an interval send little in it, and a
+first sample far below the spend would set the ceiling far too high), nor folded in at
+`alpha` alone (a pair whose leases spend a fifth of the prior's took some eight intervals to
+be let the leases its quota sustains). Mints read `current()`: no I/O on the mint's
 path. Replicas measure the same rows, so they agree closely without coordinating. A failed
 read is logged and skipped (its interval is not measured).
 """
@@ -33,7 +37,13 @@ from datetime import datetime, timedelta
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.storage import LeaseSpendReader
-from leasegate.routing.lease_ceiling import DEFAULT_ALPHA, LeaseRate, sampled, smoothed
+from leasegate.routing.lease_ceiling import (
+    DEFAULT_ALPHA,
+    LeaseRate,
+    sample_weight,
+    sampled,
+    smoothed,
+)
 
 log = logging.getLogger("leasegate.capacity")
 
@@ -60,6 +70,8 @@ class LeaseRateMeter:
         self._settle = timedelta(seconds=settle_s)
         self._alpha = alpha
         self._rates: dict[Pair, LeaseRate] = {}
+        self._seen: dict[Pair, float] = {}
+        """The lease-seconds measured of each pair so far."""
         self._counts: deque[tuple[datetime, Mapping[Pair, int]]] = deque()
         """The live leases at each call not yet past a measured interval, oldest first."""
         self._task: asyncio.Task[None] | None = None
@@ -92,7 +104,7 @@ class LeaseRateMeter:
         }
         rates = dict(self._rates)
         for pair in {*before, *after}:
-            lease_seconds = seconds * (before.get(pair, 0) + after.get(pair, 0)) / 2
+            lease_seconds = seconds * _leases_sending(before.get(pair, 0), after.get(pair, 0))
             spend = spent.get(pair)
             sample = sampled(
                 spend.requests if spend else 0,
@@ -102,7 +114,10 @@ class LeaseRateMeter:
                 spend.waited_s if spend else 0.0,
             )
             if sample is not None:
-                rates[pair] = smoothed(rates.get(pair, self._prior), sample, self._alpha)
+                seen = self._seen.get(pair, 0.0)
+                weight = sample_weight(lease_seconds, seen, self._every_s, self._alpha)
+                rates[pair] = smoothed(rates.get(pair, self._prior), sample, weight)
+                self._seen[pair] = seen + lease_seconds
         self._rates = rates
 
     def start(self) -> None:
@@ -123,3 +138,11 @@ class LeaseRateMeter:
             except StoreError as exc:
                 log.warning("lease rates not measured", extra={"error": type(exc).__name__})
             await asyncio.sleep(self._every_s)
+
+
+def _leases_sending(before: int, after: int) -> float:
+    """The leases an interval's spend is spread over: the mean of its two counts, but no more
+    than the count at its start while the pair gains leases (a lease minted within the
+    interval rarely has a request *ended* in it, its first answer coming in the next: counted,
+    it would read the pair's spend low while its fleet grows, and set its ceiling high)."""
+    return min(before, (before + after) / 2)
