@@ -13,6 +13,7 @@ import pytest
 
 from leasegate.accounts import DeclaredLimits, Registry
 from leasegate.control_plane.mint import mint
+from leasegate.control_plane.refills import RefillInformedQuotas
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.quota import Bucket, Quota
 from leasegate.kv.quota_memory import InProcessQuotaStore
@@ -263,3 +264,28 @@ async def test_concurrent_mints_past_the_spreading_share_never_pass_the_whole_ce
     assert (placed.count("a"), placed.count("b")) == (5, 2)
     assert all(isinstance(r, GatewayError) for r in refused)
     assert {r.code for r in refused if isinstance(r, GatewayError)} == {"no-eligible-account"}
+
+
+@pytest.mark.parametrize("remembered", [True, False])
+async def test_a_nearly_full_bucket_keeps_the_refill_an_informative_answer_showed(
+    remembered: bool,
+) -> None:
+    """`a` refills 4 requests a second. Drained to 8 of 40, its headers say full in 8 s: four
+    leases of ONE_LEASE. Nearly full (39 of 40, full in 0.25 s, said as 1 s: Anthropic's
+    reset is in whole seconds), they say one a second: one lease. Mints read the
+    quota through the refill memory (`control_plane.refills`) keep four; read raw, the
+    account with room would take one and the rest go down the pool."""
+    store = InProcessQuotaStore()
+    c = control(account("a"), account("b"))
+    quotas = RefillInformedQuotas(store) if remembered else store
+    rates = FixedRates({("a", SERVED): ONE_LEASE, ("b", SERVED): ONE_LEASE})
+    c.deps = replace(c.deps, quota=quotas, lease_rates=rates)
+    drained = Quota("a", SERVED, {"requests": Bucket(40, 8, NOW + 8)}, "headers", NOW)
+    await store.learn([drained], NOW)
+    placed = [(await mint(c.deps, body("d0"))).view.account_id]
+    c.clock.advance(20)
+    later = NOW + 20
+    nearly_full = Quota("a", SERVED, {"requests": Bucket(40, 39, later + 1)}, "headers", later)
+    await store.learn([nearly_full], later)
+    placed += [(await mint(c.deps, body(f"d{n}"))).view.account_id for n in range(1, 5)]
+    assert placed == (["a", "a", "a", "a", "b"] if remembered else ["a", "b", "b", "b", "b"])

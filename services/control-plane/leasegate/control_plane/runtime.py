@@ -18,6 +18,7 @@ from leasegate.control_plane.deps import Limits, MintDeps
 from leasegate.control_plane.lease_rates import LeaseRateMeter
 from leasegate.control_plane.mint_metrics import MintMetrics
 from leasegate.control_plane.overlay import AdminOverlay
+from leasegate.control_plane.refills import RefillInformedQuotas
 from leasegate.control_plane.residency import residency_of
 from leasegate.control_plane.routes import ControlDeps
 from leasegate.control_plane.spend_reconcile import SpendReconciler
@@ -174,6 +175,6 @@ class ControlRuntime:
                 lease_spread=settings.lease_spread_share,
             ),
             spend=totals,
-            quota=self.stores.quota,
+            quota=None if self.stores.quota is None else RefillInformedQuotas(self.stores.quota),
             lease_rates=self.lease_rates,
         )
