@@ -144,5 +144,7 @@ def _leases_sending(before: int, after: int) -> float:
     """The leases an interval's spend is spread over: the mean of its two counts, but no more
     than the count at its start while the pair gains leases (a lease minted within the
     interval rarely has a request *ended* in it, its first answer coming in the next: counted,
-    it would read the pair's spend low while its fleet grows, and set its ceiling high)."""
+    it would read the pair's spend low while its fleet grows, and set its ceiling high). So an
+    interval a pair starts with no lease measures nothing: its first leases are measured from
+    the next one on, while the pool's prior bounds it."""
     return min(before, (before + after) / 2)
