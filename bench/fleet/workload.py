@@ -3,7 +3,7 @@
 Limits are per `WINDOW_S` (10 s) instead of per minute, so a run of a minute sees six
 windows; everything else in the mock's time (latency, think times, the gateway's base
 cooldown) is in real seconds at that scale. A declared `rpm`/`tpm` is the per-minute rate the
-same bucket refills at (limit per 10 s x 6).
+same bucket refills at (limit per 10 s x 6), with `burst_s` 10: the bucket holds 10 s of it.
 """
 
 from __future__ import annotations
@@ -40,11 +40,14 @@ class AccountSpec:
         return "LEASEGATE_CRED_FLEET_" + self.id.upper().replace("-", "_")
 
     def declared(self) -> dict[str, int]:
-        """The published per-minute limits an operator would write for a headerless kind."""
+        """The published per-minute limits an operator would write for a headerless kind, and
+        the burst the mock's bucket allows: `WINDOW_S` seconds of the rate (time is scaled:
+        a bucket holding a minute's limit would take bursts six times the mock's)."""
         scale = 60.0 / WINDOW_S
         return {
             "rpm": int(self.limits["requests"] * scale),
             "tpm": int(self.limits["tokens"] * scale),
+            "burst_s": int(WINDOW_S),
         }
 
 

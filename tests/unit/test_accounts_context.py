@@ -51,6 +51,8 @@ def test_both_shapes_mix_and_declare_windows_and_fallbacks() -> None:
         ([_account("a", {"m": {"context_window": 0}})], "context_window must be a positive"),
         ([_account("a", {"m": {"context_fallback": "m"}})], "must name another model"),
         ([_account("a", {"m": {"contxt_window": 1}})], "unknown field 'contxt_window'"),
+        ([_account("a", {"m": {"rpm": 60, "burst_s": 0}})], "burst_s must be a positive"),
+        ([_account("a", {"m": {"rpm": 60, "burst_s": 61}})], "burst_s must be at most 60"),
         ([_account("a", {"m": {"context_fallback": "nobody"}})], "no account serves 'nobody'"),
         (
             [

@@ -134,6 +134,21 @@ def test_a_declared_quota_refills_over_a_minute() -> None:
     assert declared_quota("a", "m", DeclaredLimits(output_estimate=5), T0) is None
 
 
+def test_a_declared_burst_holds_that_many_seconds_of_the_rate_and_refills_at_it() -> None:
+    """`burst_s` 10 on 120 a minute: 20 at once, then two a second, as a provider enforcing
+    its per-minute limit over 10 s windows (Azure) lets through."""
+    quota = declared_quota("a", "m", DeclaredLimits(rpm=120, tpm=60_000, burst_s=10), T0)
+    assert quota is not None
+    assert quota.buckets["requests"] == Bucket(20, 20, None, 10.0)
+    assert quota.buckets["tokens"] == Bucket(10_000, 10_000, None, 10.0)
+    one = Estimate(0, 0)
+    for _ in range(20):
+        assert room_at(quota, one, T0) is None
+        quota = spent(quota, one, T0)
+    assert room_at(quota, one, T0) == pytest.approx(T0 + 0.5)
+    assert refill_rate(quota.buckets["requests"], T0) == 2.0
+
+
 def test_ratelimit_fields_never_say_more_than_the_provider() -> None:
     quota = Quota(
         "a",
@@ -224,3 +239,45 @@ def test_ten_requests_in_debt_refill_at_the_providers_rate_not_faster() -> None:
     assert later.remaining_at("requests", T0 + 8.0) == 22
     assert later.remaining_at("requests", T0 + 9.0) == pytest.approx(26.0)
     assert later.buckets["requests"].reset_at == pytest.approx(T0 + 12.5)
+
+
+@given(
+    gaps=st.lists(st.floats(0.0, 2.0), min_size=1, max_size=300),
+    rpm=st.integers(6, 600),
+)
+def test_a_declared_bucket_spent_request_by_request_keeps_every_fraction_of_its_refill(
+    gaps: list[float], rpm: int
+) -> None:
+    """A headerless account's view is only ever spent and refilled (no answer corrects it):
+    whatever the pace, what it holds is the continuous bucket's (refill since the last
+    request, capped at the limit, less one per request). Rounded down at every request, a
+    declared 120 a minute spent every 0.45 s drained a whole request a step instead of a
+    fifth of one, and the proxy refused a fleet a fifth of the account's quota
+    (docs/performance.md, 2026-12-05)."""
+    quota = declared_quota("a", "m", DeclaredLimits(rpm=rpm), T0)
+    assert quota is not None
+    per_s = rpm / 60.0
+    level, at = float(rpm), T0
+    for gap in gaps:
+        at += gap
+        level = min(float(rpm), level + per_s * gap)
+        if level < 1:
+            assert room_at(quota, Estimate(0, 0), at) is not None
+            continue
+        assert room_at(quota, Estimate(0, 0), at) is None
+        quota = spent(quota, Estimate(0, 0), at)
+        level -= 1
+        assert quota.remaining_at("requests", at) == pytest.approx(level, abs=1e-6)
+
+
+def test_a_declared_bucket_spent_a_little_faster_than_it_refills_drains_at_the_difference() -> None:
+    quota = declared_quota("a", "m", DeclaredLimits(rpm=120), T0)  # 2 a second
+    assert quota is not None
+    at = T0
+    for _ in range(133):  # 60 s at one every 0.45 s: 2.22 a second
+        at += 0.45
+        assert room_at(quota, Estimate(0, 0), at) is None
+        quota = spent(quota, Estimate(0, 0), at)
+    held = quota.remaining_at("requests", at)
+    # the first step's refill is lost to the full bucket's cap: 105.8 (rounded down: -13)
+    assert held == pytest.approx(120 - 133 + 2 * 0.45 * 132, abs=1e-6)

@@ -52,9 +52,13 @@ class DeclaredLimits:
     input_tpm: int | None = None
     output_tpm: int | None = None
     output_estimate: int | None = None
+    burst_s: int | None = None
+    """The seconds of its rate a declared limit lets through at once (None: a minute's, the
+    whole per-minute limit); a provider enforcing its per-minute limit over shorter windows
+    (Azure's over 10 s or 1 s) takes bursts of no more than that share of it."""
 
 
-_LIMIT_FIELDS = ("rpm", "tpm", "input_tpm", "output_tpm", "output_estimate")
+_LIMIT_FIELDS = ("rpm", "tpm", "input_tpm", "output_tpm", "output_estimate", "burst_s")
 
 
 class AccountsFileError(ValueError):
@@ -331,6 +335,20 @@ def _model_entry(
         if not isinstance(fallback, str) or fallback in ("", requested):
             raise fail("models", f"model {requested!r}: context_fallback must name another model")
         specs.fallbacks[requested] = fallback
+    if (limits := _declared_limits(requested, entry, fail)) is not None:
+        specs.limits[requested] = limits
+    if entry.get("prices") is not None:
+        try:
+            specs.prices[requested] = parse_prices(entry["prices"])
+        except ValueError as exc:
+            raise fail("models", f"model {requested!r}: {exc}") from None
+    return entry.get("served", requested)
+
+
+def _declared_limits(
+    requested: str, entry: Mapping[object, object], fail: _Fail
+) -> DeclaredLimits | None:
+    """A model entry's declared limits; None when it declares none."""
     counts: dict[str, int] = {}
     for name in _LIMIT_FIELDS:
         raw = entry.get(name)
@@ -338,15 +356,10 @@ def _model_entry(
             continue
         if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
             raise fail("models", f"model {requested!r}: {name} must be a positive integer")
+        if name == "burst_s" and raw > 60:
+            raise fail("models", f"model {requested!r}: burst_s must be at most 60 (a minute)")
         counts[name] = raw
-    if counts:
-        specs.limits[requested] = DeclaredLimits(**counts)
-    if entry.get("prices") is not None:
-        try:
-            specs.prices[requested] = parse_prices(entry["prices"])
-        except ValueError as exc:
-            raise fail("models", f"model {requested!r}: {exc}") from None
-    return entry.get("served", requested)
+    return DeclaredLimits(**counts) if counts else None
 
 
 def _capacity(raw: object, field_name: str, fail: _Fail) -> int | None:

@@ -108,7 +108,7 @@ def _moved(quota: Quota, by: Mapping[QuotaDimension, int], now: float) -> Quota:
         if bucket.remaining is None or held is None:
             buckets[dimension] = Bucket(bucket.limit, None, bucket.reset_at, bucket.window_s)
             continue
-        remaining = math.floor(held) - by.get(dimension, 0)
+        remaining = held - by.get(dimension, 0)
         if bucket.limit is not None:
             remaining = min(remaining, bucket.limit)
         reset_at = rebased_reset(bucket, quota.observed_at, remaining, now)
@@ -116,7 +116,9 @@ def _moved(quota: Quota, by: Mapping[QuotaDimension, int], now: float) -> Quota:
     return Quota(quota.account_id, quota.model, buckets, quota.source, now)
 
 
-def rebased_reset(bucket: Bucket, observed_at: float, remaining: int, now: float) -> float | None:
+def rebased_reset(
+    bucket: Bucket, observed_at: float, remaining: float, now: float
+) -> float | None:
     """The reset of a bucket observed at `observed_at` that holds `remaining` at `now` after a
     move, at the refill rate it was observed with: a provider's reset is when the bucket is
     full again, so spending from it puts the reset later. (Kept as it was, the linear refill
@@ -235,17 +237,21 @@ def requests_hold(bucket: Bucket | None, observed_at: float, until: float, now: 
 
 
 def declared_quota(account_id: str, model: str, limits: DeclaredLimits, now: float) -> Quota | None:
-    """A declared per-minute quota, full at `now`; None when the model declares no limit."""
+    """A declared per-minute quota, full at `now`; None when the model declares no limit. Each
+    bucket refills at its limit per minute and holds `burst_s` seconds of it (a minute's,
+    the whole limit, unless the model declares a shorter burst)."""
     declared: tuple[tuple[QuotaDimension, int | None], ...] = (
         ("requests", limits.rpm),
         ("tokens", limits.tpm),
         ("input-tokens", limits.input_tpm),
         ("output-tokens", limits.output_tpm),
     )
+    window = float(limits.burst_s or DECLARED_WINDOW_S)
     buckets: dict[QuotaDimension, Bucket] = {}
-    for dimension, limit in declared:
-        if limit is not None:
-            buckets[dimension] = Bucket(limit, limit, None, DECLARED_WINDOW_S)
+    for dimension, per_minute in declared:
+        if per_minute is not None:
+            held = max(1, round(per_minute * window / DECLARED_WINDOW_S))
+            buckets[dimension] = Bucket(held, held, None, window)
     if not buckets:
         return None
     return Quota(account_id, model, buckets, "declared", now)

@@ -36,9 +36,12 @@ UNTIMED_TRUST_S = 1.0
 class Bucket:
     limit: int | None
     """The most the bucket holds (requests or tokens); None when not said."""
-    remaining: int | None
-    """What remained at the owning Quota's `observed_at`; None when not said. Below zero in
-    a proxy's local view: a debt (requests let through beyond it), paid back by the refill."""
+    remaining: float | None
+    """What remained at the owning Quota's `observed_at`; None when not said. A whole number
+    as a provider says it; in a proxy's local view a real one (the refill since the last
+    answer, kept to the fraction: rounded down at every request, a declared 2-a-second
+    bucket spent twice a second lost half its refill), and below zero a debt (requests let
+    through beyond it), paid back by the refill."""
     reset_at: float | None
     """Epoch seconds when the bucket is full again (the provider's reset); None when unknown."""
     window_s: float | None = None
