@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -19,10 +20,23 @@ from tests.fixtures.storage import T0, minted
 SERVED = "gpt-4o-2024-08-06"
 
 
-async def commit_leases(store: Store, account_id: str, count: int) -> None:
+async def commit_leases(
+    store: Store, account_id: str, count: int, ttl: timedelta = timedelta(minutes=15)
+) -> None:
     for _ in range(count):
-        decision, key = minted(account_id=account_id)
+        decision, key = minted(account_id=account_id, ttl=ttl)
         await store.commit_mint(decision, key, lease_capacity=None, now=T0)
+
+
+async def counting(
+    store: Store, leases: int, accounts: tuple[str, ...] = ("a",), **meter: Any
+) -> tuple[StepClock, LeaseRateMeter]:
+    """`leases` live on `a` at T0, and a meter (every 10 s) that has counted them."""
+    clock = StepClock(T0)
+    await commit_leases(store, "a", leases)
+    started = LeaseRateMeter(store, list(accounts), clock, every_s=10.0, **meter)
+    await started.run_once()
+    return clock, started
 
 
 async def spend(
@@ -71,10 +85,7 @@ async def test_a_request_is_counted_in_the_window_it_ended_in(store: Store) -> N
 async def test_the_meter_waits_for_rows_written_after_their_interval(store: Store) -> None:
     """An interval is read only once it ended `settle_s` ago: the rows of requests that ended
     in it but reached the database afterwards (a proxy writes in batches) are counted."""
-    clock = StepClock(T0)
-    await commit_leases(store, "a", 2)
-    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, settle_s=3.0, alpha=1.0)
-    await meter.run_once()
+    clock, meter = await counting(store, 2, settle_s=3.0, alpha=1.0)
     clock.advance(10)
     await meter.run_once()  # [0, 10) ended only now: not read yet
     assert meter.current() == {}
@@ -86,10 +97,8 @@ async def test_the_meter_waits_for_rows_written_after_their_interval(store: Stor
 
 
 async def test_the_meter_learns_what_one_lease_spends(store: Store) -> None:
-    clock = StepClock(T0)
-    await commit_leases(store, "a", 2)
-    meter = LeaseRateMeter(store, ["a", "b"], clock, every_s=10.0, alpha=0.5)
-    await meter.run_once()  # counts the live leases: nothing measured yet
+    # the first count: nothing measured yet
+    clock, meter = await counting(store, 2, accounts=("a", "b"), alpha=0.5)
     assert meter.current() == {}
     # two leases, 10 s: 20 lease-seconds; 10 requests of 1,000 tokens
     await spend(store, "a", [float(n) for n in range(10)], tokens=1_000)
@@ -105,10 +114,7 @@ async def test_leases_gained_within_an_interval_do_not_dilute_its_spend(store: S
     """A lease minted within an interval rarely has a request ended in it: while the pair
     gains leases its spend is spread over the leases live at the interval's start only; while
     it loses them, over the mean of the two counts."""
-    clock = StepClock(T0)
-    await commit_leases(store, "a", 2)
-    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, alpha=1.0)
-    await meter.run_once()
+    clock, meter = await counting(store, 2, alpha=1.0)
     await commit_leases(store, "a", 4)  # 2 -> 6 within the interval
     await spend(store, "a", [float(n) for n in range(10)], tokens=1_000)
     clock.advance(10)
@@ -117,13 +123,22 @@ async def test_leases_gained_within_an_interval_do_not_dilute_its_spend(store: S
     assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
 
 
+async def test_leases_lost_within_an_interval_spread_its_spend_over_the_mean(
+    store: Store,
+) -> None:
+    await commit_leases(store, "a", 4, ttl=timedelta(seconds=5))  # gone before it ends
+    clock, meter = await counting(store, 2, alpha=1.0)  # 6 at the start, 2 at the end
+    await spend(store, "a", [n / 2 for n in range(20)], tokens=1_000)
+    clock.advance(10)
+    await meter.run_once()
+    # 20 requests over the mean's 4 leases x 10 s, not over the 2 left at the end
+    assert meter.current() == {("a", SERVED): LeaseRate(0.5, 250.0, 250.0)}
+
+
 async def test_the_time_leases_waited_on_quota_refusals_is_not_time_they_sent_in(
     store: Store,
 ) -> None:
-    clock = StepClock(T0)
-    await commit_leases(store, "a", 2)
-    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, alpha=1.0)
-    await meter.run_once()
+    clock, meter = await counting(store, 2, alpha=1.0)
     await spend(store, "a", [float(n) for n in range(5)], tokens=1_000)
     decision, _ = minted(account_id="a")
     refused = [
@@ -155,11 +170,8 @@ async def test_a_pairs_average_leaves_the_prior_as_its_own_lease_seconds_outweig
     over 20 lease-seconds takes two thirds of the average, not the whole (leases just minted
     send little) nor only `alpha` (the average would linger near the prior for intervals);
     the next sample of 20 would take 20/50 < alpha, so it takes alpha."""
-    clock = StepClock(T0)
-    await commit_leases(store, "a", 2)
     prior = LeaseRate(1.0, 1_000.0, 256.0)
-    meter = LeaseRateMeter(store, ["a"], clock, every_s=10.0, alpha=0.5, prior=prior)
-    await meter.run_once()
+    clock, meter = await counting(store, 2, alpha=0.5, prior=prior)
     await spend(store, "a", [1.0, 2.0], tokens=1_000)  # 2 requests over 20 lease-seconds
     clock.advance(10)
     await meter.run_once()

@@ -146,24 +146,15 @@ class PoolRepository:
                 )
             )
             sums: dict[tuple[str, str], list[float]] = {}
-            for (
-                account,
-                model,
-                started,
-                duration_ms,
-                status,
-                inputs,
-                outputs,
-                refusal,
-                wait,
-            ) in found:
-                if not since <= started + timedelta(milliseconds=duration_ms) < until:
+            for r in found:
+                if not since <= r.started_at + timedelta(milliseconds=r.duration_ms) < until:
                     continue
-                total = sums.setdefault((str(account), str(model)), [0, 0, 0, 0.0])
-                total[0] += status is not None
-                total[1] += inputs or 0
-                total[2] += outputs or 0
-                total[3] += (wait or 0.0) / 1000 if refusal == QUOTA_REFUSAL else 0.0
+                total = sums.setdefault((str(r.account_id), str(r.served_model)), [0, 0, 0, 0.0])
+                total[0] += r.upstream_status is not None
+                total[1] += r.input_tokens or 0
+                total[2] += r.output_tokens or 0
+                if r.refusal_reason == QUOTA_REFUSAL:
+                    total[3] += (r.retry_after_ms or 0.0) / 1000
         return [
             PairSpend(account, model, int(sent), int(inputs), int(outputs), waited)
             for (account, model), (sent, inputs, outputs, waited) in sums.items()

@@ -27,13 +27,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
+from leasegate.routing.lease_ceiling import refill_rate
+from leasegate.routing.selection import Pair
 
 INFORMATIVE_DEFICIT = 0.25
 """The least share of its limit a bucket must be short of for its headers to tell its refill."""
 FORGET_S = 600.0
 """How long a refill is remembered without a new informative observation."""
-
-Pair = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,17 +44,13 @@ class _Seen:
 
 
 def observed_refill(bucket: Bucket, observed_at: float) -> float | None:
-    """The refill an observation tells, per second, when it can: a header-learned bucket
-    (limit and reset, no declared window) at least `INFORMATIVE_DEFICIT` short of its limit,
-    its reset still ahead; else None."""
-    limit, remaining, reset_at = bucket.limit, bucket.remaining, bucket.reset_at
-    if bucket.window_s or limit is None or remaining is None or reset_at is None or limit <= 0:
+    """The refill an observation tells, per second, when it can: a header-learned bucket (no
+    declared window) at least `INFORMATIVE_DEFICIT` short of its limit; else None."""
+    if bucket.window_s or bucket.limit is None or bucket.remaining is None:
         return None
-    span = reset_at - observed_at
-    deficit = limit - remaining
-    if span <= 0 or deficit < INFORMATIVE_DEFICIT * limit:
+    if bucket.limit - bucket.remaining < INFORMATIVE_DEFICIT * bucket.limit:
         return None
-    return deficit / span
+    return refill_rate(bucket, observed_at)
 
 
 class RefillMemory:
@@ -70,27 +66,26 @@ class RefillMemory:
     def _inform(self, quota: Quota, now: float) -> Quota:
         if quota.source != "headers":
             return quota
-        buckets: dict[QuotaDimension, Bucket] = {}
-        for dimension, bucket in quota.buckets.items():
-            per_s = self._remember((quota.account_id, quota.model, dimension), bucket, quota, now)
-            if per_s is None or bucket.limit is None:
-                buckets[dimension] = bucket
-            else:
-                buckets[dimension] = replace(bucket, window_s=bucket.limit / per_s)
+        buckets = {
+            dimension: self._windowed(quota, dimension, bucket, now)
+            for dimension, bucket in quota.buckets.items()
+        }
         return replace(quota, buckets=buckets)
 
-    def _remember(
-        self, key: tuple[str, str, QuotaDimension], bucket: Bucket, quota: Quota, now: float
-    ) -> float | None:
+    def _windowed(
+        self, quota: Quota, dimension: QuotaDimension, bucket: Bucket, now: float
+    ) -> Bucket:
+        """`bucket` with the window its remembered refill makes (unchanged when none is, or
+        its window is declared), after remembering what it tells."""
         if bucket.window_s or bucket.limit is None:
-            return None  # a declared window: the refill is known
+            return bucket
+        key = (quota.account_id, quota.model, dimension)
         seen = self._seen.get(key)
         if seen is not None and (seen.limit != bucket.limit or now - seen.at > self._forget_s):
             del self._seen[key]
             seen = None
         per_s = observed_refill(bucket, quota.observed_at)
         if per_s is not None and per_s > 0:
-            fastest = per_s if seen is None else max(per_s, seen.per_s)
-            seen = _Seen(bucket.limit, fastest, now)
+            seen = _Seen(bucket.limit, per_s if seen is None else max(per_s, seen.per_s), now)
             self._seen[key] = seen
-        return None if seen is None else seen.per_s
+        return bucket if seen is None else replace(bucket, window_s=bucket.limit / seen.per_s)

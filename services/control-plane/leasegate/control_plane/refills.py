@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from leasegate.control_plane.deps import QuotaSnapshots
 from leasegate.core.ports.quota import Quota
-from leasegate.routing.refills import Pair, RefillMemory
+from leasegate.routing.refills import RefillMemory
+from leasegate.routing.selection import Pair
 
 
 class RefillInformedQuotas:
