@@ -102,7 +102,6 @@ def serve(app: ASGIApp, config: Config, host: str, port: int) -> int:
     server_ = server(app, config, host, port)
     server_.run()
     return 0 if server_.started else 3
-    return 0 if server.started else 3
 
 
 def serve_workers(factory: str, workers: int, config: Config, host: str, port: int) -> int:
