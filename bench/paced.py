@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import math
 import random
 import signal
 import sys
@@ -37,6 +38,8 @@ EVENT_GAP_S = 0.020
 STREAM_EVENTS = 64
 LATENCY_S = (0.200, 0.350)
 STALL_S = 0.200
+STREAM_S = FIRST_EVENT_S + EVENT_GAP_S * (STREAM_EVENTS - 1)
+"""One ideal stream, first event to last (1.46 s)."""
 PACED_MODEL = "paced"
 """The model the bench's accounts file serves from the slow mock only."""
 FLAKY_MODEL = "paced-flaky"
@@ -206,7 +209,8 @@ class StreamsResult:
     streams: int
     errors: int
     completion_pct: float
-    """Events delivered / the events an ideal server would have delivered in the same time."""
+    """Events delivered / the events of an ideal server, on which each connection begins a
+    stream every 1.46 s until the phase ends."""
     added_gap_p99_ms: float
     added_first_event_p99_ms: float
     stalls: int
@@ -215,8 +219,19 @@ class StreamsResult:
 
 
 async def run_streams(
-    base_url: str, request: bytes, *, concurrency: int, duration_s: float, pid: int, mock_pid: int
+    base_url: str,
+    request: bytes,
+    *,
+    concurrency: int,
+    duration_s: float,
+    pid: int,
+    mock_pid: int,
+    spread_s: float = STREAM_S,
 ) -> StreamsResult:
+    """`spread_s`: the connections' first streams start evenly over it. Over one stream (the
+    default), streams start and end at a steady rate, as a fleet's independent workers' do;
+    over `FIRST_EVENT_S`, all N start within 200 ms and, every stream lasting the same, stay
+    in step: a burst of N admissions every 1.46 s (the worst case for time to first event)."""
     parts = urlsplit(base_url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     rss_before = rss_kb(pid)
@@ -227,7 +242,7 @@ async def run_streams(
     rss_peak = [rss_before]
 
     async def worker(offset: float) -> None:
-        await asyncio.sleep(offset)  # streams start spread over one ideal first-event wait
+        await asyncio.sleep(offset)
         try:
             reader, writer = await asyncio.open_connection(host, port)
         except OSError:
@@ -262,12 +277,18 @@ async def run_streams(
 
     meter = _Cpu({"server": pid, "mock": mock_pid})
     sampler = asyncio.ensure_future(sample_rss())
-    await asyncio.gather(*(worker(FIRST_EVENT_S * i / concurrency) for i in range(concurrency)))
+    await asyncio.gather(*(worker(spread_s * i / concurrency) for i in range(concurrency)))
     sampler.cancel()
     cpu = meter.stop()
     per_stream = counts["events"] / counts["streams"] if counts["streams"] else STREAM_EVENTS
     ideal_stream_s = FIRST_EVENT_S + EVENT_GAP_S * max(0.0, per_stream - 1)
-    ideal_events = concurrency * (cpu["elapsed_s"] / ideal_stream_s) * per_stream
+    # an ideal server's streams: each connection, `spread_s * i / concurrency` late, begins
+    # one every `ideal_stream_s` until the phase's end
+    ideal_streams = sum(
+        math.ceil((duration_s - spread_s * i / concurrency) / ideal_stream_s)
+        for i in range(concurrency)
+    )
+    ideal_events = ideal_streams * per_stream
     return StreamsResult(
         concurrency=concurrency,
         streams=counts["streams"],

@@ -15,7 +15,7 @@ writes bench/results/latest.json. Everything it started is stopped, and the data
 dropped, however the run ends.
 
     python -m bench.run [--repeats 3] [--ceiling N] [--accounts N] [--live-keys N] [--workers N]
-                       [--rotate-keys N] [--key-cache-ttl S] [--streams-cap N]
+                       [--rotate-keys N] [--key-cache-ttl S] [--streams-cap N] [--streams-burst]
                        [--only json-c16,mint-c16,paced-10,paced-50,streams,cloud-auth]
 """
 
@@ -36,7 +36,15 @@ from types import FrameType
 
 from bench import wrk
 from bench.load import PhaseResult, request_body, request_bytes, run_phase
-from bench.paced import PACED_MODEL, chat_body, render, run_paced, run_streams
+from bench.paced import (
+    FIRST_EVENT_S,
+    PACED_MODEL,
+    STREAM_S,
+    chat_body,
+    render,
+    run_paced,
+    run_streams,
+)
 from bench.report import phase_table, summary_table, write_json
 from bench.stack import (
     CHUNKS,
@@ -156,7 +164,7 @@ async def _measure(
 
 
 async def _measure_paced(
-    stack: Stack, key: str, only: frozenset[str] | None, streams_cap: int
+    stack: Stack, key: str, only: frozenset[str] | None, streams_cap: int, burst: bool
 ) -> dict[str, list[dict[str, object]]]:
     """The paced-rate and open-streams phases: direct, floor and production side by side."""
     targets = {
@@ -193,6 +201,7 @@ async def _measure_paced(
                 render(url, key, stream),
                 concurrency=level,
                 duration_s=STREAMS_S,
+                spread_s=FIRST_EVENT_S if burst else STREAM_S,
                 pid=pid,
                 mock_pid=stack.slow_upstream.pid,
             )
@@ -289,6 +298,12 @@ def _arguments() -> argparse.Namespace:
         "the phase also ends at the first level the floor completes under 80 %% of)",
     )
     parser.add_argument(
+        "--streams-burst",
+        action="store_true",
+        help="open streams start in step (all N within 200 ms, a burst of N admissions every "
+        "1.46 s) instead of at a steady rate",
+    )
+    parser.add_argument(
         "--only",
         default=None,
         help="the phases to run, comma-separated (json-c1, json-c16, json-c64, sse-c1, "
@@ -333,7 +348,9 @@ def main() -> int:
         paced: dict[str, list[dict[str, object]]] = {}
         if only is None or only & set(PACED):
             paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
-            paced = asyncio.run(_measure_paced(stack, paced_key, only, args.streams_cap))
+            paced = asyncio.run(
+                _measure_paced(stack, paced_key, only, args.streams_cap, args.streams_burst)
+            )
     cloud = _cloud_auth() if only is None or "cloud-auth" in only else None
     meta = {
         "generator": (
@@ -358,7 +375,10 @@ def main() -> int:
     print(phase_table(phases))
     if paced:
         print()
-        print("paced rates (8 KB bodies, upstream 200-350 ms) and open paced streams:")
+        shape = (
+            "in step, a burst every 1.46 s" if args.streams_burst else "started at a steady rate"
+        )
+        print(f"paced rates (8 KB bodies, upstream 200-350 ms) and open paced streams ({shape}):")
         print(_paced_table(paced))
     if cloud is not None:
         print()
