@@ -4,8 +4,10 @@ Starts the bench stack (bench/stack.py), drives the production proxy with non-st
 completions at c=16 (wrk if installed, else the Python generator) while `py-spy record`
 samples the proxy, and prints the share of samples that pass through each package
 (inclusive) and the functions most often on top (self). With `--paced R` the load is instead
-R requests per second of 8 KB chat bodies against the slow upstream (bench/paced.py), and
-`--paced 0` leaves the proxy idle; both print the proxy's own CPU over the sampled time.
+R requests per second of 8 KB chat bodies against the slow upstream (bench/paced.py),
+`--paced 0` leaves the proxy idle, and `--streams N` holds N open paced streams started at a
+steady rate (`bench.paced.run_streams`); each prints the proxy's own CPU over the sampled
+time.
 py-spy is not a dependency of the project: `pip install py-spy` into the venv first. Writes
 bench/results/profile.txt (the collapsed stacks, loadable by speedscope or flamegraph.pl).
 """
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from bench import wrk
 from bench.load import cpu_seconds, request_body, request_bytes, run_phase
-from bench.paced import PACED_MODEL, chat_body, render, run_paced
+from bench.paced import PACED_MODEL, chat_body, render, run_paced, run_streams
 from bench.stack import Options, Stack, mint_key, start_stack
 
 RESULTS = Path(__file__).parent / "results"
@@ -90,6 +92,20 @@ def _paced(stack: Stack, key: str, rate: int, seconds: float) -> None:
     )
 
 
+def _streams(stack: Stack, key: str, concurrency: int, seconds: float) -> None:
+    url = stack.proxy.url
+    asyncio.run(
+        run_streams(
+            url,
+            render(url, key, chat_body(stream=True)),
+            concurrency=concurrency,
+            duration_s=seconds,
+            pid=stack.proxy.pid,
+            mock_pid=stack.slow_upstream.pid,
+        )
+    )
+
+
 def summarise(collapsed: str, top: int = 25) -> str:
     inclusive: Counter[str] = Counter()
     self_time: Counter[str] = Counter()
@@ -136,6 +152,9 @@ def main() -> int:
         default=None,
         help="requests per second against the slow upstream instead of c=16 (0: idle)",
     )
+    parser.add_argument(
+        "--streams", type=int, default=None, help="N open paced streams instead of c=16"
+    )
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = RESULTS / "profile.txt"
@@ -144,7 +163,13 @@ def main() -> int:
         key = mint_key(stack.control_plane.url)
         pid = stack.proxy.pid
         _load(stack.proxy.url, key, 2.0, pid, stack.upstream.pid)  # warm up
-        if args.paced is None:
+        if args.streams is not None:
+            paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
+            _streams(stack, paced_key, args.streams, 2.0)  # warm up the slow route
+            loader = threading.Thread(
+                target=_streams, args=(stack, paced_key, args.streams, args.seconds + 2)
+            )
+        elif args.paced is None:
             loader = threading.Thread(
                 target=_load,
                 args=(stack.proxy.url, key, args.seconds + 2, pid, stack.upstream.pid),
