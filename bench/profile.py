@@ -75,35 +75,21 @@ def _load(url: str, key: str, seconds: float, pid: int, mock: int) -> None:
     )
 
 
-def _paced(stack: Stack, key: str, rate: int, seconds: float) -> None:
-    if rate == 0:
+def _slow_route(stack: Stack, key: str, seconds: float, *, rate: int, streams: int) -> None:
+    """`rate` paced requests a second, or (`streams` > 0) that many open paced streams,
+    against the slow upstream; neither: the proxy left idle."""
+    if rate == 0 and streams == 0:
         threading.Event().wait(seconds)
         return
     url = stack.proxy.url
-    asyncio.run(
-        run_paced(
-            url,
-            render(url, key, chat_body(stream=False)),
-            rate=rate,
-            duration_s=seconds,
-            pid=stack.proxy.pid,
-            mock_pid=stack.slow_upstream.pid,
-        )
+    request = render(url, key, chat_body(stream=streams > 0))
+    pid, mock = stack.proxy.pid, stack.slow_upstream.pid
+    load = (
+        run_streams(url, request, concurrency=streams, duration_s=seconds, pid=pid, mock_pid=mock)
+        if streams
+        else run_paced(url, request, rate=rate, duration_s=seconds, pid=pid, mock_pid=mock)
     )
-
-
-def _streams(stack: Stack, key: str, concurrency: int, seconds: float) -> None:
-    url = stack.proxy.url
-    asyncio.run(
-        run_streams(
-            url,
-            render(url, key, chat_body(stream=True)),
-            concurrency=concurrency,
-            duration_s=seconds,
-            pid=stack.proxy.pid,
-            mock_pid=stack.slow_upstream.pid,
-        )
-    )
+    asyncio.run(load)
 
 
 def summarise(collapsed: str, top: int = 25) -> str:
@@ -163,22 +149,18 @@ def main() -> int:
         key = mint_key(stack.control_plane.url)
         pid = stack.proxy.pid
         _load(stack.proxy.url, key, 2.0, pid, stack.upstream.pid)  # warm up
-        if args.streams is not None:
-            paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
-            _streams(stack, paced_key, args.streams, 2.0)  # warm up the slow route
-            loader = threading.Thread(
-                target=_streams, args=(stack, paced_key, args.streams, args.seconds + 2)
-            )
-        elif args.paced is None:
+        if args.paced is None and args.streams is None:
             loader = threading.Thread(
                 target=_load,
                 args=(stack.proxy.url, key, args.seconds + 2, pid, stack.upstream.pid),
             )
         else:
             paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
-            _paced(stack, paced_key, max(args.paced, 1), 1.0)  # warm up the slow route
+            route = {"rate": max(args.paced or 0, 1), "streams": args.streams or 0}
+            _slow_route(stack, paced_key, 1.0, **route)  # warm up the slow route
+            route["rate"] = args.paced or 0
             loader = threading.Thread(
-                target=_paced, args=(stack, paced_key, args.paced, args.seconds + 2)
+                target=_slow_route, args=(stack, paced_key, args.seconds + 2), kwargs=route
             )
         cpu_before = cpu_seconds(pid)
         loader.start()
