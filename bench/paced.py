@@ -38,8 +38,15 @@ EVENT_GAP_S = 0.020
 STREAM_EVENTS = 64
 LATENCY_S = (0.200, 0.350)
 STALL_S = 0.200
-STREAM_S = FIRST_EVENT_S + EVENT_GAP_S * (STREAM_EVENTS - 1)
-"""One ideal stream, first event to last (1.46 s)."""
+
+
+def ideal_stream_s(events: float) -> float:
+    """How long an ideal server takes over a paced stream of `events` events."""
+    return FIRST_EVENT_S + EVENT_GAP_S * max(0.0, events - 1)
+
+
+STREAM_S = ideal_stream_s(STREAM_EVENTS)
+"""One ideal stream of the slow mock, first event to last (1.46 s)."""
 PACED_MODEL = "paced"
 """The model the bench's accounts file serves from the slow mock only."""
 FLAKY_MODEL = "paced-flaky"
@@ -281,12 +288,11 @@ async def run_streams(
     sampler.cancel()
     cpu = meter.stop()
     per_stream = counts["events"] / counts["streams"] if counts["streams"] else STREAM_EVENTS
-    ideal_stream_s = FIRST_EVENT_S + EVENT_GAP_S * max(0.0, per_stream - 1)
     # an ideal server's streams: each connection, `spread_s * i / concurrency` late, begins
-    # one every `ideal_stream_s` until the phase's end
+    # one every ideal stream's length until the phase's end
+    ideal_s = ideal_stream_s(per_stream)
     ideal_streams = sum(
-        math.ceil((duration_s - spread_s * i / concurrency) / ideal_stream_s)
-        for i in range(concurrency)
+        math.ceil((duration_s - spread_s * i / concurrency) / ideal_s) for i in range(concurrency)
     )
     ideal_events = ideal_streams * per_stream
     return StreamsResult(

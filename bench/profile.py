@@ -132,16 +132,19 @@ def main() -> int:
         "--ceiling", type=int, default=None, help="request_capacity per account (slots counted)"
     )
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
-    parser.add_argument(
+    slow = parser.add_mutually_exclusive_group()
+    slow.add_argument(
         "--paced",
         type=int,
         default=None,
         help="requests per second against the slow upstream instead of c=16 (0: idle)",
     )
-    parser.add_argument(
+    slow.add_argument(
         "--streams", type=int, default=None, help="N open paced streams instead of c=16"
     )
     args = parser.parse_args()
+    if (args.paced or 0) < 0 or (args.streams is not None and args.streams < 1):
+        parser.error("--paced takes 0 or more, --streams 1 or more")
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = RESULTS / "profile.txt"
     with ExitStack() as resources:
@@ -156,11 +159,13 @@ def main() -> int:
             )
         else:
             paced_key = mint_key(stack.control_plane.url, "bench-paced", PACED_MODEL)
-            route = {"rate": max(args.paced or 0, 1), "streams": args.streams or 0}
-            _slow_route(stack, paced_key, 1.0, **route)  # warm up the slow route
-            route["rate"] = args.paced or 0
+            rate, streams = args.paced or 0, args.streams or 0
+            # warm up the slow route (an idle profile too: one request a second)
+            _slow_route(stack, paced_key, 2.0, rate=max(rate, 1), streams=streams)
             loader = threading.Thread(
-                target=_slow_route, args=(stack, paced_key, args.seconds + 2), kwargs=route
+                target=_slow_route,
+                args=(stack, paced_key, args.seconds + 2),
+                kwargs={"rate": rate, "streams": streams},
             )
         cpu_before = cpu_seconds(pid)
         loader.start()

@@ -300,8 +300,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--streams-burst",
         action="store_true",
-        help="open streams start in step (all N within 200 ms, a burst of N admissions every "
-        "1.46 s) instead of at a steady rate",
+        help="open streams start in step (all N within the first event's wait, then a burst "
+        f"of N admissions every {STREAM_S:.2f} s) instead of at a steady rate",
     )
     parser.add_argument(
         "--only",
@@ -376,7 +376,9 @@ def main() -> int:
     if paced:
         print()
         shape = (
-            "in step, a burst every 1.46 s" if args.streams_burst else "started at a steady rate"
+            f"in step, a burst every {STREAM_S:.2f} s"
+            if args.streams_burst
+            else "started at a steady rate"
         )
         print(f"paced rates (8 KB bodies, upstream 200-350 ms) and open paced streams ({shape}):")
         print(_paced_table(paced))

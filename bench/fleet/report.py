@@ -155,7 +155,7 @@ def table(runs: Mapping[str, Mapping[str, Any]]) -> str:
             (f"p99 {tenant} (s)", lambda f, t=tenant: f"{f['tenant_p99_s'].get(t)}"),
             (
                 f"  wanted after the first {WINDOW_S:g} s",
-                lambda f, t=tenant: f"{f.get('tenant_p99_after_warmup_s', {}).get(t)}",
+                lambda f, t=tenant: f"{f['tenant_p99_after_warmup_s'].get(t)}",
             ),
         ]
     rows += [
