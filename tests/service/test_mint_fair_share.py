@@ -13,7 +13,7 @@ from leasegate.control_plane import keys
 from leasegate.control_plane.deps import Limits
 from leasegate.control_plane.mint import mint
 from leasegate.core.errors import GatewayError
-from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
+from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension, QuotaSource
 from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.routing.lease_ceiling import LeaseRate
 from tests.fixtures.control import SERVED, T0, Control, FixedRates, account, body, control
@@ -253,3 +253,57 @@ async def test_an_owed_lease_goes_to_the_bucket_refilling_soonest() -> None:
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     assert await attempt(c, SMALL, "s1") == "b"
     assert await attempt(c, SMALL, "s2") == "b"
+
+
+async def _pool_at_its_whole_ceiling(source: QuotaSource) -> Control:
+    """One account whose quota sustains eight leases (1.1 requests a second each of 480 a
+    minute: 7.3, rounded up), all held by big; `headers`: the account's answers then say its
+    bucket is empty (a request's room again in 0.125 s); `declared`: nothing but the declared
+    quota is known of it."""
+    now = T0.timestamp()
+    full: dict[QuotaDimension, Bucket] = {
+        "requests": Bucket(480, 480, None, 60.0),
+        "tokens": Bucket(480_000, 480_000, None, 60.0),
+    }
+    store = InProcessQuotaStore()
+    await store.learn([Quota("a", SERVED, full, "declared", now)], now)
+    rates = FixedRates({("a", SERVED): LeaseRate(1.1, 800.0, 200.0)})
+    c = control(account("a"))
+    c.deps = replace(c.deps, quota=store, lease_rates=rates)
+    for n in range(8):
+        assert await attempt(c, BIG, f"b{n}") == "a"
+    if source == "headers":
+        empty: dict[QuotaDimension, Bucket] = {
+            "requests": Bucket(480, 0, now + 60.0),
+            "tokens": Bucket(480_000, 0, now + 60.0),
+        }
+        await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    assert await attempt(c, BIG, "b8") == "no-eligible-account"  # the pool is full
+    return c
+
+
+async def test_a_lease_owed_at_the_whole_ceiling_goes_one_past_it_on_a_bucket_refilling_soon() -> (
+    None
+):
+    """Big holds every lease the pool's quota sustains and is turned away for one more.
+    Small asks for the first time: it is owed a lease out of big's excess, and with every
+    account at its whole ceiling the lease goes one past it, where the bucket refills within
+    a second (big is held back meanwhile, so the pool comes back under its ceiling as big's
+    leases end; the proxy paces the requests by the bucket). One past, not more: small's
+    next mint is turned away, and so is big's."""
+    c = await _pool_at_its_whole_ceiling("headers")
+    assert await attempt(c, SMALL, "s0") == "a"  # not turned away first
+    assert await attempt(c, SMALL, "s1") == "no-eligible-account"
+    assert await attempt(c, BIG, "b9") in ("no-eligible-account", "tenant-fair-share-exceeded")
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (8, 1)
+
+
+async def test_a_lease_owed_never_goes_past_the_ceiling_of_a_quota_only_declared() -> None:
+    """The same pool, its quota only declared (the account's answers carry no headers: the
+    proxy paces its requests by the declared bucket alone, a guess of the provider's): the
+    owed lease waits for one of big's to end instead of going past the ceiling."""
+    c = await _pool_at_its_whole_ceiling("declared")
+    assert await attempt(c, SMALL, "s0") == "no-eligible-account"
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, SMALL, "s1") == "a"  # the freed lease goes to small
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (7, 1)

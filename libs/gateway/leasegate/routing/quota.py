@@ -116,9 +116,7 @@ def _moved(quota: Quota, by: Mapping[QuotaDimension, int], now: float) -> Quota:
     return Quota(quota.account_id, quota.model, buckets, quota.source, now)
 
 
-def rebased_reset(
-    bucket: Bucket, observed_at: float, remaining: float, now: float
-) -> float | None:
+def rebased_reset(bucket: Bucket, observed_at: float, remaining: float, now: float) -> float | None:
     """The reset of a bucket observed at `observed_at` that holds `remaining` at `now` after a
     move, at the refill rate it was observed with: a provider's reset is when the bucket is
     full again, so spending from it puts the reset later. (Kept as it was, the linear refill

@@ -136,6 +136,12 @@ class Facts:
         stays: `LazyFacts` spreads what comes past the probes itself)."""
         return replace(self, spread=None)
 
+    def with_spare(self, spare: int) -> Facts:
+        """These facts as if every account held `spare` leases fewer: its ceilings' room
+        `spare` leases past them (an owed lease, `placement.owed_placement`)."""
+        held = {account: max(0, n - spare) for account, n in self.leases_held.items()}
+        return replace(self, leases_held=held)
+
     def rate(self, pair: Pair) -> LeaseRate | None:
         """What one live lease of the pair spends: as measured, else the prior."""
         return self.lease_rates.get(pair, self.prior)

@@ -180,6 +180,8 @@ class LazyFacts:
         self._past_bounds: Literal["spread", "probe", "affinity"] | None = None
         """Which advisory bound the last selection placed past (nobody had room), if any;
         `affinity`: the affinity's account took the mint, up to its whole ceiling."""
+        self._spare = 0
+        """Leases past the whole ceiling the last `short_wait` placed with (an owed lease)."""
 
     @classmethod
     async def read(
@@ -207,7 +209,7 @@ class LazyFacts:
     ) -> Selected | NoneEligible:
         """`routing.selection.select` over every candidate, reading more only while needed;
         `position` is at or after the start this was read from."""
-        self._past_bounds = None
+        self._past_bounds, self._spare = None, 0
         while True:
             outcome = select(self._candidates[: self._read_to], self.facts, position, passed_over)
             if isinstance(outcome, Selected):
@@ -250,28 +252,39 @@ class LazyFacts:
         skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
         return Selected(chosen, skipped)
 
-    def short_wait(self, outcome: NoneEligible, wait_s: float) -> Selected | None:
+    def short_wait(self, outcome: NoneEligible, wait_s: float, spare: int = 0) -> Selected | None:
         """For a mint nobody has room for now, the candidate from the walk's start whose
         quota has room for one average request again soonest within `wait_s`, below its
-        whole sustained ceiling (`routing.selection.soonest_room`); None when there is none.
-        The reservation then holds it to the whole ceiling."""
+        whole sustained ceiling (`routing.selection.soonest_room`), or `spare` leases past it
+        on a pair whose quota the headers tell (`_spare_room`); None when there is none.
+        The reservation then holds it to that ceiling."""
         whole = self.facts.unbounded()
         walked = self._candidates[self._start : self._read_to]
+        if spare:
+            walked = [c for c in walked if _spare_room(c, whole)]
+            whole = whole.with_spare(spare)
         chosen = soonest_room(walked, whole, wait_s)
         if chosen is None:
             return None
-        self._past_bounds = "affinity"
+        self._past_bounds, self._spare = "affinity", spare
         skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
         return Selected(chosen, skipped)
 
     def ceiling(self, candidate: Candidate) -> int | None:
         """The ceiling the reservation holds the selected candidate to: the advisory bounds'
         unless the walk placed past them, or the affinity's account took the mint (it may
-        fill its account to the whole ceiling, `routing.selection.affinity_code`)."""
+        fill its account to the whole ceiling, `routing.selection.affinity_code`), or an owed
+        lease was placed `spare` leases past the whole ceiling."""
         if self._past_bounds == "probe":
             return candidate.account.lease_capacity  # probed: none is set
-        whole = self._past_bounds in ("spread", "affinity")
-        return (self.facts.unbounded() if whole else self.facts).ceiling(candidate)
+        if self._past_bounds == "affinity" and self._spare:
+            whole = self.facts.unbounded().ceiling(candidate)
+            capacity = candidate.account.lease_capacity
+            if whole is None:
+                return capacity
+            return whole + self._spare if capacity is None else min(whole + self._spare, capacity)
+        whole_bound = self._past_bounds in ("spread", "affinity")
+        return (self.facts.unbounded() if whole_bound else self.facts).ceiling(candidate)
 
     async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
         """Why the affinity's account cannot take the mint (None: it can, and `ceiling` is
@@ -280,7 +293,7 @@ class LazyFacts:
         if not self._start <= candidate.position < self._read_to:
             self.facts = await _chunk_facts(self._deps, [candidate], self.facts, self._now)
         code = affinity_code(candidate, self.facts, wait_s)
-        self._past_bounds = "affinity" if code is None else None
+        self._past_bounds, self._spare = ("affinity" if code is None else None), 0
         return code
 
     def mark_full(self, candidate: Candidate, ceiling: int | None = None) -> None:
@@ -303,6 +316,17 @@ class LazyFacts:
         chunk = self._candidates[self._read_to : self._read_to + size]
         self.facts = await _chunk_facts(self._deps, chunk, self.facts, self._now)
         self._read_to += len(chunk)
+
+
+def _spare_room(candidate: Candidate, facts: Facts) -> bool:
+    """Whether a lease may go past the candidate's whole ceiling: its quota is the provider's
+    own word (learned from headers, which correct the proxy's view at every answer; a
+    declared one is a guess of the bucket the proxy paces by alone) and an operator's
+    `lease_capacity`, if any, is not reached."""
+    quota = facts.quotas.get((candidate.account.id, candidate.served_model))
+    capacity = candidate.account.lease_capacity
+    held = facts.leases_held.get(candidate.account.id, 0)
+    return quota is not None and quota.source == "headers" and (capacity is None or held < capacity)
 
 
 def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate]) -> Facts:

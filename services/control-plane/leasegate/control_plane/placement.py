@@ -43,6 +43,11 @@ from leasegate.wire import MintBody
 AFFINITY_WAIT_S = 1.0
 """How long a session's account may be quota-exhausted and still take the session's next
 dispatch: about the proxy's `account-quota-exhausted` waits, far below a cache's worth."""
+OWED_SPARE_LEASES = 1
+"""How far past an account's whole sustained ceiling a lease owed to a starved tenant may go
+when every account is at its ceiling: the over-share tenant is held back meanwhile, so the
+pool comes back under its ceilings as its leases end; the proxy paces the lease's requests by
+the account's bucket."""
 FAIR_SHARE_RETRY_S = 1.0
 """A lease frees when any key of the pool ends: worth a short wait."""
 
@@ -96,9 +101,13 @@ async def owed_placement(
     if full is None:
         return None
     capacity, demand = full
-    if not owed(body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares):
+    # this mint is being turned away from a full pool: its tenant counts as starved now
+    starved = {*demand.starved, body.tenant}
+    if not owed(body.tenant, capacity, demand.held, starved, deps.limits.tenant_shares):
         return None
-    return live.short_wait(outcome, AFFINITY_WAIT_S)
+    return live.short_wait(outcome, AFFINITY_WAIT_S) or live.short_wait(
+        outcome, AFFINITY_WAIT_S, spare=OWED_SPARE_LEASES
+    )
 
 
 async def fair_share_refusal(
