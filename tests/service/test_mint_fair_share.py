@@ -258,8 +258,8 @@ async def test_an_owed_lease_goes_to_the_bucket_refilling_soonest() -> None:
 async def _pool_at_its_whole_ceiling(source: QuotaSource) -> Control:
     """One account whose quota sustains eight leases (1.1 requests a second each of 480 a
     minute: 7.3, rounded up), all held by big; `headers`: the account's answers then say its
-    bucket is empty (a request's room again in 0.125 s); `declared`: nothing but the declared
-    quota is known of it."""
+    bucket is empty (a request's room again in 0.125 s); `declared`: an account of a kind
+    that sends no rate-limit headers, nothing but its declared quota known."""
     now = T0.timestamp()
     full: dict[QuotaDimension, Bucket] = {
         "requests": Bucket(480, 480, None, 60.0),
@@ -268,7 +268,8 @@ async def _pool_at_its_whole_ceiling(source: QuotaSource) -> Control:
     store = InProcessQuotaStore()
     await store.learn([Quota("a", SERVED, full, "declared", now)], now)
     rates = FixedRates({("a", SERVED): LeaseRate(1.1, 800.0, 200.0)})
-    c = control(account("a"))
+    kind = "openai" if source == "headers" else "openai-compatible"
+    c = control(replace(account("a"), provider=kind))
     c.deps = replace(c.deps, quota=store, lease_rates=rates)
     for n in range(8):
         assert await attempt(c, BIG, f"b{n}") == "a"

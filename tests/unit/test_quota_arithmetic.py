@@ -184,7 +184,8 @@ def test_a_hold_keeps_the_known_request_rate_and_admits_nothing_before_its_end(
 ) -> None:
     """The 429's headers say the requests bucket's limit and when it is full: the hold admits
     no request before its end, one at its end, and the bucket still says (about) how fast it
-    refills: never slower, at most one request over the wait faster."""
+    refills: exactly as fast as before it (a headerless account's view is never corrected by
+    a later answer: a rounded refill would stay)."""
     rate = limit / window
     headers: dict[QuotaDimension, Bucket] = {"requests": Bucket(limit, 0, T0 + window)}
     until = T0 + wait
@@ -197,7 +198,7 @@ def test_a_hold_keeps_the_known_request_rate_and_admits_nothing_before_its_end(
     assert bucket.reset_at is not None
     assert bucket.remaining is not None
     refill = (limit - bucket.remaining) / (bucket.reset_at - T0)
-    assert rate - 1e-9 <= refill <= rate + 1 / wait + 1e-9
+    assert refill == pytest.approx(rate, rel=1e-9)
 
 
 @given(
@@ -281,3 +282,29 @@ def test_a_declared_bucket_spent_a_little_faster_than_it_refills_drains_at_the_d
     held = quota.remaining_at("requests", at)
     # the first step's refill is lost to the full bucket's cap: 105.8 (rounded down: -13)
     assert held == pytest.approx(120 - 133 + 2 * 0.45 * 132, abs=1e-6)
+
+
+@given(wait=st.floats(0.05, 5.0), spend_before=st.integers(0, 20))
+def test_a_declared_bucket_held_by_a_429_lets_through_no_more_than_its_rate_after(
+    wait: float, spend_before: int
+) -> None:
+    """A headerless account (declared 120 a minute, a 10 s burst: 2 a second, 20 at once)
+    answers 429 with a `retry-after`: nothing corrects the view afterwards, so the hold must
+    leave the bucket refilling at the declared rate. Spending as fast as the view allows for
+    20 s after the hold lets through no more than a real 2-a-second bucket would."""
+    declared = declared_quota("a", "m", DeclaredLimits(rpm=120, burst_s=10), T0)
+    assert declared is not None
+    view = declared
+    for _ in range(spend_before):
+        view = spent(view, Estimate(0, 0), T0)
+    until = T0 + wait
+    view = rate_limit_hold(view, "a", "m", {}, until, T0)
+    assert view.source == "declared"  # the 429 told no limit: they are still the declared ones
+    admitted, now, step = 0, until, 0.01
+    while now < until + 20.0:
+        if room_at(view, Estimate(0, 0), now) is None:
+            view = spent(view, Estimate(0, 0), now)
+            admitted += 1
+        else:
+            now += step
+    assert admitted <= 1 + 2 * 20.0 + 1

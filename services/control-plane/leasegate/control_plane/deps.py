@@ -256,7 +256,7 @@ class LazyFacts:
         """For a mint nobody has room for now, the candidate from the walk's start whose
         quota has room for one average request again soonest within `wait_s`, below its
         whole sustained ceiling (`routing.selection.soonest_room`), or `spare` leases past it
-        on a pair whose quota the headers tell (`_spare_room`); None when there is none.
+        where the provider's headers told the quota (`_spare_room`); None when there is none.
         The reservation then holds it to that ceiling."""
         whole = self.facts.unbounded()
         walked = self._candidates[self._start : self._read_to]
@@ -319,14 +319,18 @@ class LazyFacts:
 
 
 def _spare_room(candidate: Candidate, facts: Facts) -> bool:
-    """Whether a lease may go past the candidate's whole ceiling: its quota is the provider's
-    own word (learned from headers, which correct the proxy's view at every answer; a
-    declared one is a guess of the bucket the proxy paces by alone) and an operator's
-    `lease_capacity`, if any, is not reached."""
-    quota = facts.quotas.get((candidate.account.id, candidate.served_model))
-    capacity = candidate.account.lease_capacity
-    held = facts.leases_held.get(candidate.account.id, 0)
-    return quota is not None and quota.source == "headers" and (capacity is None or held < capacity)
+    """Whether a lease may go past the candidate's whole ceiling: its quota was learned from
+    the provider's headers, which correct the proxy's view at every answer (never a quota
+    only declared, which the proxy paces by alone: a guess of the provider's bucket), and
+    an operator's `lease_capacity`, if any, is not reached."""
+    account = candidate.account
+    quota = facts.quotas.get((account.id, candidate.served_model))
+    held = facts.leases_held.get(account.id, 0)
+    return (
+        quota is not None
+        and quota.source == "headers"
+        and (account.lease_capacity is None or held < account.lease_capacity)
+    )
 
 
 def _empty_facts(deps: MintDeps, now: datetime, candidates: Sequence[Candidate]) -> Facts:
