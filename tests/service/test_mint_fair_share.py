@@ -176,10 +176,12 @@ async def test_a_flood_from_one_tenant_leaves_the_other_its_share() -> None:
     assert min(steady) >= 2  # its equal share of four leases, every second after warm-up
 
 
-async def _big_holds_an_emptied_account(leases: int) -> Control:
+async def _big_holds_an_emptied_account(
+    leases: int, *, requests_per_lease: float = 1.0, emptied: bool = True
+) -> Control:
     """One account whose declared quota sustains eight leases of a 1,000-token request a
-    second; big takes `leases` of it, then the account's answers say its bucket is empty
-    (480 requests a minute: a request's room again every 0.125 s)."""
+    second; big takes `leases` of it, then (`emptied`) the account's answers say its bucket
+    is empty (480 requests a minute: a request's room again every 0.125 s)."""
     now = T0.timestamp()
     limits: dict[QuotaDimension, Bucket] = {
         "requests": Bucket(480, 480, None, 60.0),
@@ -187,16 +189,17 @@ async def _big_holds_an_emptied_account(leases: int) -> Control:
     }
     store = InProcessQuotaStore()
     await store.learn([Quota("a", SERVED, limits, "declared", now)], now)
-    rates = FixedRates({("a", SERVED): LeaseRate(1.0, 800.0, 200.0)})
+    rates = FixedRates({("a", SERVED): LeaseRate(requests_per_lease, 800.0, 200.0)})
     c = control(account("a"))
     c.deps = replace(c.deps, quota=store, lease_rates=rates)
     for n in range(leases):
         assert await attempt(c, BIG, f"b{n}") == "a"
-    empty: dict[QuotaDimension, Bucket] = {
-        "requests": Bucket(480, 0, now + 60.0),
-        "tokens": Bucket(480_000, 0, now + 60.0),
-    }
-    await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    if emptied:
+        empty: dict[QuotaDimension, Bucket] = {
+            "requests": Bucket(480, 0, now + 60.0),
+            "tokens": Bucket(480_000, 0, now + 60.0),
+        }
+        await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
     return c
 
 
@@ -256,29 +259,10 @@ async def test_an_owed_lease_goes_to_the_bucket_refilling_soonest() -> None:
 
 
 async def _pool_at_its_whole_ceiling(source: QuotaSource) -> Control:
-    """One account whose quota sustains eight leases (1.1 requests a second each of 480 a
-    minute: 7.3, rounded up), all held by big; `headers`: the account's answers then say its
-    bucket is empty (a request's room again in 0.125 s); `declared`: an account of a kind
-    that sends no rate-limit headers, nothing but its declared quota known."""
-    now = T0.timestamp()
-    full: dict[QuotaDimension, Bucket] = {
-        "requests": Bucket(480, 480, None, 60.0),
-        "tokens": Bucket(480_000, 480_000, None, 60.0),
-    }
-    store = InProcessQuotaStore()
-    await store.learn([Quota("a", SERVED, full, "declared", now)], now)
-    rates = FixedRates({("a", SERVED): LeaseRate(1.1, 800.0, 200.0)})
-    kind = "openai" if source == "headers" else "openai-compatible"
-    c = control(replace(account("a"), provider=kind))
-    c.deps = replace(c.deps, quota=store, lease_rates=rates)
-    for n in range(8):
-        assert await attempt(c, BIG, f"b{n}") == "a"
-    if source == "headers":
-        empty: dict[QuotaDimension, Bucket] = {
-            "requests": Bucket(480, 0, now + 60.0),
-            "tokens": Bucket(480_000, 0, now + 60.0),
-        }
-        await store.learn([Quota("a", SERVED, empty, "headers", now + 0.01)], now + 0.01)
+    """The account above at 1.1 requests a second a lease (its quota sustains 7.3 leases,
+    rounded up: eight), all eight held by big; `headers`: its answers then say its bucket is
+    empty; `declared`: nothing but its declared quota is known. Big is turned away."""
+    c = await _big_holds_an_emptied_account(8, requests_per_lease=1.1, emptied=source == "headers")
     assert await attempt(c, BIG, "b8") == "no-eligible-account"  # the pool is full
     return c
 
