@@ -162,12 +162,13 @@ def learned(
     now: float,
 ) -> Quota:
     """An answer's rate-limit headers over what the view held: its dimensions replace the
-    held ones; the rest are kept, rebased to now."""
+    held ones; the rest are kept, rebased to now. An answer stating none (a 429 without
+    headers) leaves the view's `source` as it was: a declared quota stays `declared`."""
     if held is None or held.buckets.keys() <= buckets.keys():
         return Quota(account_id, model, buckets, "headers", now)  # nothing of it is kept
     kept = dict(_moved(held, {}, now).buckets)
     kept.update(buckets)
-    return Quota(account_id, model, kept, "headers", now)
+    return Quota(account_id, model, kept, "headers" if buckets else held.source, now)
 
 
 def total(costs: Iterable[Estimate]) -> Estimate:
@@ -219,9 +220,7 @@ def rate_limit_hold(
     quota = learned(held, account_id, model, buckets, now)
     hold = dict(quota.buckets)
     hold["requests"] = requests_hold(quota.buckets.get("requests"), quota.observed_at, until, now)
-    # a 429 without rate-limit headers tells no limit: the view's come from where they did
-    source = held.source if held is not None and not buckets else "headers"
-    return Quota(account_id, model, hold, source, now)
+    return Quota(account_id, model, hold, quota.source, now)
 
 
 def requests_hold(bucket: Bucket | None, observed_at: float, until: float, now: float) -> Bucket:

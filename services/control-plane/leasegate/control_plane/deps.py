@@ -177,11 +177,11 @@ class LazyFacts:
         self._read_to = start
         self._now = now
         self.facts = _empty_facts(deps, now, candidates)
-        self._past_bounds: Literal["spread", "probe", "affinity"] | None = None
+        self._past_bounds: Literal["spread", "probe", "affinity", "spare"] | None = None
         """Which advisory bound the last selection placed past (nobody had room), if any;
-        `affinity`: the affinity's account took the mint, up to its whole ceiling."""
+        `affinity`: the affinity's account took the mint, up to its whole ceiling; `spare`:
+        an owed lease went `_spare` leases past the whole ceiling (`short_wait`)."""
         self._spare = 0
-        """Leases past the whole ceiling the last `short_wait` placed with (an owed lease)."""
 
     @classmethod
     async def read(
@@ -209,7 +209,7 @@ class LazyFacts:
     ) -> Selected | NoneEligible:
         """`routing.selection.select` over every candidate, reading more only while needed;
         `position` is at or after the start this was read from."""
-        self._past_bounds, self._spare = None, 0
+        self._past_bounds = None
         while True:
             outcome = select(self._candidates[: self._read_to], self.facts, position, passed_over)
             if isinstance(outcome, Selected):
@@ -227,7 +227,8 @@ class LazyFacts:
         one account, but is never refused for the probe's sake); otherwise the refusal
         stands. Only a pair still probed (nothing known of its quota) takes that unbounded
         overflow: a known quota's whole ceiling holds however the walk got there (a mint that
-        lost the race for an account at its share would otherwise land there unbounded)."""
+        lost the race for an account at its share would otherwise land there unbounded); only
+        a lease owed goes past it, by `short_wait`."""
         unbounded = self.facts.unbounded()
         # from the walk's start: an account whose reservation was lost at its share (marked
         # full at it) still has room up to its whole ceiling
@@ -266,7 +267,7 @@ class LazyFacts:
         chosen = soonest_room(walked, whole, wait_s)
         if chosen is None:
             return None
-        self._past_bounds, self._spare = "affinity", spare
+        self._past_bounds, self._spare = ("spare" if spare else "affinity"), spare
         skipped = tuple(p for p in outcome.passed_over if p.account_id != chosen.account.id)
         return Selected(chosen, skipped)
 
@@ -277,14 +278,13 @@ class LazyFacts:
         lease was placed `spare` leases past the whole ceiling."""
         if self._past_bounds == "probe":
             return candidate.account.lease_capacity  # probed: none is set
-        if self._past_bounds == "affinity" and self._spare:
-            whole = self.facts.unbounded().ceiling(candidate)
-            capacity = candidate.account.lease_capacity
-            if whole is None:
-                return capacity
-            return whole + self._spare if capacity is None else min(whole + self._spare, capacity)
-        whole_bound = self._past_bounds in ("spread", "affinity")
-        return (self.facts.unbounded() if whole_bound else self.facts).ceiling(candidate)
+        whole = self._past_bounds in ("spread", "affinity", "spare")
+        ceiling = (self.facts.unbounded() if whole else self.facts).ceiling(candidate)
+        if self._past_bounds != "spare" or ceiling is None:
+            return ceiling
+        capacity = candidate.account.lease_capacity  # never past the operator's
+        past = ceiling + self._spare
+        return past if capacity is None else min(past, capacity)
 
     async def affinity_code(self, candidate: Candidate, wait_s: float) -> str | None:
         """Why the affinity's account cannot take the mint (None: it can, and `ceiling` is
@@ -293,7 +293,7 @@ class LazyFacts:
         if not self._start <= candidate.position < self._read_to:
             self.facts = await _chunk_facts(self._deps, [candidate], self.facts, self._now)
         code = affinity_code(candidate, self.facts, wait_s)
-        self._past_bounds, self._spare = ("affinity" if code is None else None), 0
+        self._past_bounds = "affinity" if code is None else None
         return code
 
     def mark_full(self, candidate: Candidate, ceiling: int | None = None) -> None:

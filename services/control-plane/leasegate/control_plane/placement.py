@@ -20,10 +20,13 @@
   tenant's share, and one lease of headroom for each asking tenant below its share). A
   tenant that must yield is refused `tenant-fair-share-exceeded` (held, retry in 1 s): the
   gateway never waits. A pool that was not full lately costs nothing.
-- **A lease owed.** A mint nobody has room for now, of a tenant turned away lately that holds
-  less than its share of the pool as occupied while another holds more than its own
-  (`fair_share.owed`), goes where a bucket holds a request again soonest, within
-  `AFFINITY_WAIT_S`, below its whole sustained ceiling (`owed_placement`), as an affinity may.
+- **A lease owed.** A mint nobody has room for now, while the pool was full lately, of a
+  tenant that holds less than its share of the pool as occupied while another holds more
+  than its own (`fair_share.owed`; the tenant counts as turned away by this very mint), goes
+  where a bucket holds a request again soonest, within `AFFINITY_WAIT_S`, below its whole
+  sustained ceiling, as an affinity may; with every account at that ceiling, one lease past
+  it (`OWED_SPARE_LEASES`) where the quota came from the provider's headers
+  (`owed_placement`).
 """
 
 from __future__ import annotations
@@ -89,14 +92,15 @@ async def owed_placement(
     live: LazyFacts,
     outcome: NoneEligible,
 ) -> Selected | None:
-    """For a mint nobody has room for now: when its tenant was turned away lately and holds
-    less than its share of the pool as occupied while another tenant holds more
-    (`fair_share.owed`), the account whose bucket holds a request again soonest, within
-    `AFFINITY_WAIT_S`, below its whole sustained ceiling (the proxy answers its first request
-    with that short `Retry-After`). A saturated pool's buckets are empty at nearly every
-    instant, so a starved tenant's mint would otherwise wait for a moment of room that the
-    leases already held take first. None otherwise, and always, with no read, for a pool this
-    control plane has not found full lately or one without ceilings."""
+    """For a mint nobody has room for now: when its tenant (turned away by this mint, if not
+    lately) holds less than its share of the pool as occupied while another tenant holds
+    more (`fair_share.owed`), the account whose bucket holds a request again soonest, within
+    `AFFINITY_WAIT_S`, below its whole sustained ceiling, else `OWED_SPARE_LEASES` past it
+    (the proxy answers its first request with that short `Retry-After`). A saturated
+    pool's buckets are empty at nearly every instant, so a starved tenant's mint would
+    otherwise wait for a moment of room that the leases already held take first. None
+    otherwise, and always, with no read, for a pool this control plane has not found full
+    lately or one without ceilings."""
     full = await _full_pool(deps, body, candidates, live, deps.clock.now())
     if full is None:
         return None
