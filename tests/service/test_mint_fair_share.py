@@ -267,20 +267,23 @@ async def _pool_at_its_whole_ceiling(source: QuotaSource) -> Control:
     return c
 
 
-async def test_a_lease_owed_at_the_whole_ceiling_goes_one_past_it_on_a_bucket_refilling_soon() -> (
+async def test_leases_owed_at_the_whole_ceiling_go_past_it_as_far_as_big_holds_over_its_share() -> (
     None
 ):
-    """Big holds every lease the pool's quota sustains and is turned away for one more.
-    Small asks for the first time: it is owed a lease out of big's excess, and with every
-    account at its whole ceiling the lease goes one past it, where the bucket refills within
-    a second (big is held back meanwhile, so the pool comes back under its ceiling as big's
-    leases end; the proxy paces the requests by the bucket). One past, not more: small's
-    next mint is turned away, and so is big's."""
+    """Big holds every lease the pool's quota sustains (eight) and is turned away for one
+    more. Small asks for the first time: it is owed its share of the pool as occupied (four),
+    and with the account at its whole ceiling its leases go past it, where the bucket refills
+    within a second, as far as big holds beyond its own share (four): a pool one tenant
+    filled is lent to the other at once instead of the other waiting for its leases to end.
+    Big is held back meanwhile, so the pool comes back under its ceiling as big's leases end;
+    the proxy paces the requests by the bucket. Small's fifth mint is turned away (it holds
+    its share), and so is big's."""
     c = await _pool_at_its_whole_ceiling("headers")
-    assert await attempt(c, SMALL, "s0") == "a"  # not turned away first
-    assert await attempt(c, SMALL, "s1") == "no-eligible-account"
+    for n in range(4):
+        assert await attempt(c, SMALL, f"s{n}") == "a"  # not turned away first
+    assert await attempt(c, SMALL, "s4") == "no-eligible-account"
     assert await attempt(c, BIG, "b9") in ("no-eligible-account", "tenant-fair-share-exceeded")
-    assert (len(held(c, BIG)), len(held(c, SMALL))) == (8, 1)
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (8, 4)
 
 
 async def test_a_lease_owed_never_goes_past_the_ceiling_of_a_quota_only_declared() -> None:

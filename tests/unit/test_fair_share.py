@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from leasegate.capacity.fair_share import (
     Saturation,
+    lent,
     must_yield,
     occupied_capacity,
     owed,
@@ -191,3 +192,27 @@ def test_a_lease_owed_to_one_tenant_is_one_another_must_yield(
             for other, n in held.items()
             if other != tenant and n > 0
         )
+
+
+def test_a_cold_pool_one_tenant_filled_is_lent_to_the_other_at_once() -> None:
+    """Big filled a cold pool past its ceilings (20 leases of 19) before small asked: small,
+    turned away, is owed its share of the pool as occupied (9.5) and may go as far past the
+    ceilings as big holds beyond its own share (10 whole leases); nothing once small holds its
+    share, or when big is not above its own."""
+    assert lent("small", 19, {"big": 20, "small": 4}, {"small"}) == 10
+    assert lent("small", 19, {"big": 20, "small": 10}, {"small"}) == 0
+    assert lent("small", 19, {"big": 5, "small": 4}, {"small"}) == 0  # big at its share (5)
+    assert lent("small", 19, {"big": 20, "small": 4}, set()) == 0  # never turned away
+
+
+@given(tenants, capacities, holdings, st.sets(tenants), weights)
+def test_leases_lent_are_the_other_tenants_excess_and_only_to_a_tenant_owed(
+    tenant: str, capacity: int, held: dict[str, int], starved: set[str], w: dict[str, float]
+) -> None:
+    """What a tenant may take past the ceilings never exceeds what the others hold in all, and
+    is lent only to a tenant owed a lease, by a tenant that must then yield its own mints."""
+    lend = lent(tenant, capacity, held, starved, w)
+    assert 0 <= lend <= sum(n for t, n in held.items() if t != tenant)
+    if lend:
+        assert owed(tenant, capacity, held, starved, w)
+        assert any(must_yield(t, capacity, held, starved, w) for t in held if t != tenant)

@@ -17,6 +17,7 @@ refused for fairness, and while no other tenant asks the pool is first come, fir
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Set
 
 DEFAULT_WEIGHT = 1.0
@@ -80,6 +81,29 @@ def owed(
     if held.get(tenant, 0) >= occupied[tenant]:
         return False
     return any(t != tenant and n > occupied[t] for t, n in held.items() if t in occupied)
+
+
+def lent(
+    tenant: str,
+    capacity: int,
+    held: Mapping[str, int],
+    starved: Set[str],
+    weights: Mapping[str, float] | None = None,
+) -> int:
+    """How many whole leases the other tenants hold beyond their shares of the pool as
+    occupied, when `tenant` is `owed` a lease (0 otherwise): how far past the pool's ceilings
+    the leases owed to `tenant` may go while those tenants are held back. A cold pool that
+    one tenant filled before another asked is lent out at once instead of the other waiting
+    for the first one's leases to end."""
+    if not owed(tenant, capacity, held, starved, weights):
+        return 0
+    asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
+    occupied = shares(occupied_capacity(capacity, held), asking, weights)
+    return sum(
+        math.floor(n - occupied[t])
+        for t, n in held.items()
+        if t != tenant and t in occupied and n > occupied[t]
+    )
 
 
 def occupied_capacity(capacity: int, held: Mapping[str, int]) -> int:

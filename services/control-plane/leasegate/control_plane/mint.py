@@ -246,9 +246,9 @@ async def _placed_when_owed(
     shared: bool,
 ) -> tuple[Selected | NoneEligible, bool]:
     """A mint nobody has room for, of a tenant below its share: placed where a bucket
-    refills within a second, past the whole ceiling by one lease if every account is at it
-    (`placement.owed_placement`), once per walk, and then past the fair-share check (it is
-    owed the lease)."""
+    refills within a second, past the whole ceiling if every account is at it, as far as the
+    other tenants hold beyond their shares (`placement.owed_placement`), once per walk, and
+    then past the fair-share check (it is owed the lease)."""
     if not isinstance(outcome, NoneEligible) or shared:
         return outcome, shared
     owed = await owed_placement(deps, body, candidates, live, outcome)

@@ -24,9 +24,10 @@
   tenant that holds less than its share of the pool as occupied while another holds more
   than its own (`fair_share.owed`; the tenant counts as turned away by this very mint), goes
   where a bucket holds a request again soonest, within `AFFINITY_WAIT_S`, below its whole
-  sustained ceiling, as an affinity may; with every account at that ceiling, one lease past
-  it (`OWED_SPARE_LEASES`) where the quota came from the provider's headers
-  (`owed_placement`).
+  sustained ceiling, as an affinity may; with every account at that ceiling, past it as far
+  as the other tenants hold beyond their shares (`fair_share.lent`, at least
+  `OWED_SPARE_LEASES`), one lease further at a time, where the quota came from the
+  provider's headers (`owed_placement`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from leasegate.accounts import Candidate
-from leasegate.capacity.fair_share import must_yield, owed
+from leasegate.capacity.fair_share import lent, must_yield, owed
 from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
 from leasegate.core.errors import GatewayError
@@ -48,7 +49,8 @@ AFFINITY_WAIT_S = 1.0
 dispatch: about the proxy's `account-quota-exhausted` waits, far below a cache's worth."""
 OWED_SPARE_LEASES = 1
 """How far past an account's whole sustained ceiling a lease owed to a starved tenant may go
-when every account is at its ceiling: the over-share tenant is held back meanwhile, so the
+when every account is at its ceiling, at least (further: what the other tenants hold beyond
+their shares, `fair_share.lent`): the over-share tenant is held back meanwhile, so the
 pool comes back under its ceilings as its leases end; the proxy paces the lease's requests by
 the account's bucket."""
 FAIR_SHARE_RETRY_S = 1.0
@@ -95,9 +97,10 @@ async def owed_placement(
     """For a mint nobody has room for now: when its tenant (turned away by this mint, if not
     lately) holds less than its share of the pool as occupied while another tenant holds
     more (`fair_share.owed`), the account whose bucket holds a request again soonest, within
-    `AFFINITY_WAIT_S`, below its whole sustained ceiling, else `OWED_SPARE_LEASES` past it
-    (the proxy answers its first request with that short `Retry-After`). A saturated
-    pool's buckets are empty at nearly every instant, so a starved tenant's mint would
+    `AFFINITY_WAIT_S`, below its whole sustained ceiling, else past it by the fewest leases
+    up to what the other tenants hold beyond their shares (`fair_share.lent`, at least
+    `OWED_SPARE_LEASES`; the proxy answers its first request with that short `Retry-After`).
+    A saturated pool's buckets are empty at nearly every instant, so a starved tenant's mint would
     otherwise wait for a moment of room that the leases already held take first. None
     otherwise, and always, with no read, for a pool this control plane has not found full
     lately or one without ceilings."""
@@ -107,11 +110,17 @@ async def owed_placement(
     capacity, demand = full
     # this mint is being turned away from a full pool: its tenant counts as starved now
     starved = {*demand.starved, body.tenant}
-    if not owed(body.tenant, capacity, demand.held, starved, deps.limits.tenant_shares):
+    weights = deps.limits.tenant_shares
+    if not owed(body.tenant, capacity, demand.held, starved, weights):
         return None
-    return live.short_wait(outcome, AFFINITY_WAIT_S) or live.short_wait(
-        outcome, AFFINITY_WAIT_S, spare=OWED_SPARE_LEASES
-    )
+    spare = max(OWED_SPARE_LEASES, lent(body.tenant, capacity, demand.held, starved, weights))
+    # below the whole ceilings first, then one lease further past them at a time: the
+    # leases lent spread over the accounts instead of piling on the soonest refill
+    for past in range(spare + 1):
+        placed = live.short_wait(outcome, AFFINITY_WAIT_S, spare=past)
+        if placed is not None:
+            return placed
+    return None
 
 
 async def fair_share_refusal(
