@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
@@ -249,8 +249,45 @@ async def test_the_pool_demand_counts_live_leases_by_tenant_and_starved_tenants(
     demand = await mint_store.pool_demand(["a", "b"], "gpt-4o", since, LATER)
     assert dict(demand.held) == {"big": 2, "small": 1}
     assert demand.starved == frozenset({"small"})
+    assert dict(demand.spent) == {}  # no spend window asked for
     empty = await mint_store.pool_demand([], "gpt-4o", since, LATER)
     assert (dict(empty.held), empty.starved) == ({}, frozenset({"small"}))
+
+
+async def test_the_pool_demand_sums_what_each_tenants_keys_spent_on_the_pool_since_a_time(
+    mint_store: ServiceStore,
+) -> None:
+    """Tokens in and out of the rows of each tenant's keys on the pool's accounts, started in
+    [spent_since, now]: other accounts' rows, older or later rows and rows without usage
+    count nothing; a revoked key's rows still count (its spend was in the window)."""
+    big, big_key = minted("big", "d-1", account_id="a")
+    small, small_key = minted("small", "d-2", account_id="b")
+    other, other_key = minted("small", "d-3", account_id="z")
+    for decision, key in ((big, big_key), (small, small_key), (other, other_key)):
+        await mint_store.commit_mint(decision, key, lease_capacity=None, now=T0)
+    await mint_store.revoke_key(small_key.key_id, "revoked", T0)
+
+    def row(decision: MintDecision, name: str, tokens: int, at: datetime) -> EvidenceRow:
+        base = replace(terminal_row(decision, name, outcome="success"), started_at=at)
+        return replace(base, input_tokens=tokens, output_tokens=tokens // 10)
+
+    await add_evidence(
+        mint_store,
+        [
+            row(big, "r1", 1000, T0),
+            row(big, "r2", 2000, T0 + timedelta(seconds=1)),
+            row(small, "r3", 500, T0),
+            row(other, "r4", 9999, T0),  # another pool's account
+            row(big, "r5", 7777, T0 - timedelta(seconds=30)),  # before the window
+            replace(row(small, "r6", 0, T0), input_tokens=None, output_tokens=None),
+        ],
+    )
+    since = T0 - timedelta(seconds=10)
+    demand = await mint_store.pool_demand(
+        ["a", "b"], "gpt-4o", since, T0 + timedelta(seconds=2), spent_since=since
+    )
+    assert dict(demand.spent) == {"big": 3300.0, "small": 550.0}
+    assert dict(demand.held) == {"big": 1}
 
 
 async def test_a_decision_keeps_its_chains_residency(mint_store: ServiceStore) -> None:

@@ -16,6 +16,7 @@ from sqlalchemy import event, text
 
 from leasegate.db import Store, upgrade
 from leasegate.db.partitions import EvidencePartitions, day_start, partition_day
+from leasegate.db.pool import POOL_DEMAND
 from tests.fixtures.databases import create_database, drop_database, pg_url
 from tests.fixtures.services import require_postgres
 
@@ -147,6 +148,30 @@ async def test_every_evidence_read_is_index_backed(loaded_url: str, read: str) -
             assert all(_expected_index(read) in index for _, index in days), f"{read}: {scans}"
             if "since" in read:
                 assert len(days) <= 2, f"{read}: earlier days not pruned: {scans}"
+    finally:
+        await store.close()
+
+
+async def test_the_fair_share_read_of_what_tenants_spent_prunes_to_its_window(
+    loaded_url: str,
+) -> None:
+    """The pool-demand statement (asyncpg, prepared: not captured above) reads the evidence of
+    the last seconds only: by the `started_at` index, never a daily partition sequentially,
+    and no day but the window's."""
+    store = Store.connect(loaded_url)
+    try:
+        now = LATE + timedelta(hours=1)
+        args = (["acct-1", "acct-2"], "gpt-4o", now - timedelta(seconds=3), now)
+        async with store.db.pg.connection() as connection:
+            raw = await connection.fetchval(
+                f"EXPLAIN (FORMAT JSON) {POOL_DEMAND}", *args, now - timedelta(seconds=10)
+            )
+        document = json.loads(raw) if isinstance(raw, str) else raw
+        scans = list(_scans(document[0]["Plan"]))
+        days = [(kind, index) for kind, name, index in scans if partition_day(name)]
+        assert len(days) == 1, f"not the window's day alone: {scans}"
+        assert all(kind != "Seq Scan" for kind, _ in days), scans
+        assert all("started_at" in index for _, index in days), scans
     finally:
         await store.close()
 

@@ -16,7 +16,16 @@ from leasegate.core.errors import GatewayError
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension, QuotaSource
 from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.routing.lease_ceiling import LeaseRate
-from tests.fixtures.control import SERVED, T0, Control, FixedRates, account, body, control
+from tests.fixtures.control import (
+    SERVED,
+    T0,
+    Control,
+    FixedRates,
+    account,
+    body,
+    control,
+    terminal_row,
+)
 
 BIG, SMALL = "big", "small"
 
@@ -49,14 +58,36 @@ async def test_a_tenant_over_its_share_yields_the_freed_lease_to_a_starved_one()
         await mint(c.deps, body("b4", tenant=BIG))
     assert caught.value.code == "tenant-fair-share-exceeded"
     assert (caught.value.status, caught.value.retry_after_s) == (429, 1.0)
-    assert await attempt(c, SMALL, "s1") in ("a", "b")  # the freed lease went to small
+    assert await attempt(c, SMALL, "s0") in ("a", "b")  # the freed lease went to small
     await keys.revoke(c.deps, held(c, BIG)[0])
-    assert await attempt(c, BIG, "b5") == "tenant-fair-share-exceeded"  # small: 1 of its 2
-    assert await attempt(c, SMALL, "s2") in ("a", "b")
+    assert await attempt(c, BIG, "b4") == "tenant-fair-share-exceeded"  # small: 1 of its 2
+    assert await attempt(c, SMALL, "s1") in ("a", "b")
     await keys.revoke(c.deps, held(c, BIG)[0])
-    # small holds its share now: big takes the freed lease
-    assert await attempt(c, BIG, "b6") in ("a", "b")
+    # small holds its share now: big's waiting dispatch takes the freed lease
+    assert await attempt(c, BIG, "b4") in ("a", "b")
     assert (len(held(c, BIG)), len(held(c, SMALL))) == (2, 2)
+
+
+async def test_shares_are_of_what_the_leases_spend_not_of_their_count() -> None:
+    """Big and small hold four leases each of an eight-lease pool; over the spend window each
+    of small's leases spent a quarter of what each of big's did (short prompts, long
+    thinks). Small, turned away, is below its share of what the pool spends (6.4 leases of
+    8), big above its own (1.6): the lease big frees goes to small, not back to big, though
+    counted in leases they hold equal shares."""
+    c = pool(4, 4)
+    for n in range(4):
+        assert await attempt(c, BIG, f"b{n}") in ("a", "b")
+        assert await attempt(c, SMALL, f"s{n}") in ("a", "b")
+    for tenant, tokens in ((BIG, 4_000), (SMALL, 1_000)):
+        for key_id in held(c, tenant):
+            decision = c.store.decisions[c.store.keys[key_id].mint_decision_id]
+            row = replace(terminal_row(decision, f"r-{key_id}", outcome="success"), output_tokens=0)
+            c.store.evidence.append(replace(row, input_tokens=tokens, started_at=c.clock.at))
+    assert await attempt(c, SMALL, "s4") == "no-eligible-account"  # the pool is full
+    await keys.revoke(c.deps, held(c, BIG)[0])
+    assert await attempt(c, BIG, "b4") == "tenant-fair-share-exceeded"
+    assert await attempt(c, SMALL, "s4") in ("a", "b")
+    assert (len(held(c, BIG)), len(held(c, SMALL))) == (3, 5)
 
 
 async def test_without_a_starved_tenant_the_pool_is_first_come_first_served() -> None:
@@ -96,7 +127,7 @@ async def test_a_pool_not_found_full_lately_costs_no_read() -> None:
     assert c.store.pool_reads == 0  # never full: no read
     assert await attempt(c, BIG, "b4") == "no-eligible-account"  # full, for big alone
     await keys.revoke(c.deps, held(c, BIG)[0])
-    assert await attempt(c, BIG, "b5") in ("a", "b")  # alone, it is never held back
+    assert await attempt(c, BIG, "b4") in ("a", "b")  # alone, it is never held back
     assert c.store.pool_reads == 1
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     assert c.store.pool_reads == 2  # refused while full lately: is small owed a lease?
@@ -132,7 +163,7 @@ async def test_a_pool_bounded_by_its_quotas_alone_is_shared_out_too() -> None:
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     await keys.revoke(c.deps, held(c, BIG)[0])
     assert await attempt(c, BIG, "b4") == "tenant-fair-share-exceeded"
-    assert await attempt(c, SMALL, "s1") in ("a", "b")
+    assert await attempt(c, SMALL, "s0") in ("a", "b")
 
 
 async def test_weights_set_the_shares() -> None:
@@ -141,10 +172,12 @@ async def test_weights_set_the_shares() -> None:
     for n in range(6):
         await attempt(c, BIG, f"b{n}")
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
-    for n in range(6):  # big's keys end one by one; both ask each time, big first
+    waiting = {BIG: 6, SMALL: 0}  # each tenant's dispatch asking until it is served
+    for _ in range(6):  # big's keys end one by one; both ask each time, big first
         await keys.revoke(c.deps, held(c, BIG)[0])
-        await attempt(c, BIG, f"b{n + 6}")
-        await attempt(c, SMALL, f"s{n + 1}")
+        for tenant in (BIG, SMALL):
+            if await attempt(c, tenant, f"{tenant[0]}{waiting[tenant]}") in ("a", "b"):
+                waiting[tenant] += 1
     assert (len(held(c, SMALL)), len(held(c, BIG))) == (4, 2)  # two thirds and one third
 
 
@@ -293,5 +326,5 @@ async def test_a_lease_owed_never_goes_past_the_ceiling_of_a_quota_only_declared
     c = await _pool_at_its_whole_ceiling("declared")
     assert await attempt(c, SMALL, "s0") == "no-eligible-account"
     await keys.revoke(c.deps, held(c, BIG)[0])
-    assert await attempt(c, SMALL, "s1") == "a"  # the freed lease goes to small
+    assert await attempt(c, SMALL, "s0") == "a"  # the freed lease goes to small
     assert (len(held(c, BIG)), len(held(c, SMALL))) == (7, 1)

@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leasegate.capacity.fair_share import (
+    SPEND_RATIO_BOUND,
     Saturation,
+    by_spend,
     lent,
     must_yield,
     occupied_capacity,
@@ -216,3 +218,45 @@ def test_leases_lent_are_the_other_tenants_excess_and_only_to_a_tenant_owed(
     if lend:
         assert owed(tenant, capacity, held, starved, w)
         assert any(must_yield(t, capacity, held, starved, w) for t in held if t != tenant)
+
+
+def test_a_tenant_whose_leases_spend_a_quarter_gets_four_times_the_leases() -> None:
+    """Batch's ten leases spent 40,000 tokens over the window, interactive's ten 10,000: for
+    the same share of the pool's quota, interactive's share is 16 of 20 leases, batch's 4."""
+    weights = by_spend(None, {"batch": 10, "interactive": 10}, {"batch": 4e4, "interactive": 1e4})
+    split = shares(20, {"batch", "interactive"}, weights)
+    assert round(split["interactive"], 6) == 16.0
+    assert round(split["batch"], 6) == 4.0
+    declared = by_spend({"batch": 2.0}, {"batch": 10, "interactive": 10}, {"batch": 4e4})
+    assert declared == {"batch": 2.0}  # one tenant measured: nothing to compare
+
+
+def test_leases_that_spent_nearly_nothing_weigh_at_most_the_bound() -> None:
+    weights = by_spend(None, {"busy": 5, "idle": 5}, {"busy": 1e6, "idle": 1.0})
+    assert weights["idle"] / weights["busy"] <= SPEND_RATIO_BOUND**2 + 1e-9
+    assert weights["idle"] <= SPEND_RATIO_BOUND
+
+
+spends = st.floats(1.0, 1e6)
+
+
+@given(
+    st.dictionaries(tenants, st.tuples(st.integers(1, 20), spends), min_size=2),
+    weights,
+    capacities,
+)
+def test_shares_by_spend_give_each_tenant_the_same_spend_per_weight(
+    measured: dict[str, tuple[int, float]], w: dict[str, float], capacity: int
+) -> None:
+    """Where no tenant's lease spends more than the bound off the mean, the leases each
+    tenant's share holds spend, at the rate its leases were measured, the same per unit of
+    its declared weight: shares of the pool's quota, counted in leases."""
+    held = {t: n for t, (n, _) in measured.items()}
+    spent = {t: x for t, (_, x) in measured.items()}
+    per_lease = {t: spent[t] / held[t] for t in held}
+    mean = sum(per_lease.values()) / len(per_lease)
+    if any(not 1 / SPEND_RATIO_BOUND <= mean / r <= SPEND_RATIO_BOUND for r in per_lease.values()):
+        return
+    split = shares(capacity, set(held), by_spend(w, held, spent))
+    quota = {t: split[t] * per_lease[t] / w.get(t, 1.0) for t in held}
+    assert max(quota.values()) - min(quota.values()) <= 1e-6 * max(quota.values())

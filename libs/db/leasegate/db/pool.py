@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from leasegate.core.ports.storage import LONGEST_REQUEST_COUNTED_S, PairSpend, PoolDemand
 from leasegate.db.engine import Database
@@ -25,14 +26,20 @@ _AFFINITY_ACCOUNT = (
     "SELECT account_id FROM mint_decisions WHERE tenant = $1 AND model = $2 AND affinity = $3 "
     "AND created_at >= $4 AND outcome = 'selected' ORDER BY created_at DESC, id DESC LIMIT 1"
 )
-_POOL_DEMAND = (
-    "SELECT tenant, count(*)::int AS held, false AS starved FROM keys "
+POOL_DEMAND = (
+    "SELECT 'held' AS kind, tenant, count(*)::float8 AS n FROM keys "
     "WHERE account_id = ANY($1::text[]) AND revoked_at IS NULL AND expires_at > $4 "
     "GROUP BY tenant "
-    "UNION ALL SELECT DISTINCT tenant, 0, true FROM mint_decisions "
-    "WHERE refusal_code = 'no-eligible-account' AND model = $2 AND created_at >= $3"
+    "UNION ALL SELECT DISTINCT 'starved', tenant, 0::float8 FROM mint_decisions "
+    "WHERE refusal_code = 'no-eligible-account' AND model = $2 AND created_at >= $3 "
+    "UNION ALL SELECT 'spent', k.tenant, "
+    "sum(coalesce(e.input_tokens, 0) + coalesce(e.output_tokens, 0))::float8 "
+    "FROM evidence e JOIN keys k ON k.key_id = e.key_id "
+    "WHERE $5::timestamptz IS NOT NULL AND e.started_at >= $5 AND e.started_at <= $4 "
+    "AND e.account_id = ANY($1::text[]) GROUP BY k.tenant"
 )
-"""The refused half reads `ix_mint_decisions_starved`, whose predicate is this `refusal_code`."""
+"""The refused part reads `ix_mint_decisions_starved`, whose predicate is this `refusal_code`;
+the spent part the evidence's `started_at` index (and only the day partitions it touches)."""
 QUOTA_REFUSAL = "account-quota-exhausted"
 _SPEND_BY_PAIR = (
     "SELECT account_id, served_model, count(upstream_status)::int, "
@@ -46,6 +53,20 @@ _SPEND_BY_PAIR = (
 """Requests that ended in [$2, $3): the range on `started_at` ($1: the window's start less
 `LONGEST_REQUEST_COUNTED_S`) reads the index and the day partitions it touches; $4 is
 `QUOTA_REFUSAL`, whose `Retry-After`s are the leases' waits."""
+
+
+async def _spent_orm(
+    session: AsyncSession, accounts: list[str], since: datetime, now: datetime
+) -> dict[str, float]:
+    row = EvidenceRecordRow
+    tokens = func.coalesce(row.input_tokens, 0) + func.coalesce(row.output_tokens, 0)
+    summed = await session.execute(
+        select(KeyRow.tenant, func.sum(tokens))
+        .join(KeyRow, KeyRow.key_id == row.key_id)
+        .where(row.account_id.in_(accounts), row.started_at >= since, row.started_at <= now)
+        .group_by(KeyRow.tenant)
+    )
+    return {tenant: float(n) for tenant, n in summed if n}
 
 
 class PoolRepository:
@@ -76,20 +97,28 @@ class PoolRepository:
             )
 
     async def pool_demand(
-        self, account_ids: Iterable[str], model: str, since: datetime, now: datetime
+        self,
+        account_ids: Iterable[str],
+        model: str,
+        since: datetime,
+        now: datetime,
+        spent_since: datetime | None = None,
     ) -> PoolDemand:
         accounts = list(account_ids)
         held: dict[str, int] = {}
         starved: set[str] = set()
+        spent: dict[str, float] = {}
         if self._db.dialect == "postgresql":
             async with self._db.pg.connection() as connection:
-                rows = await connection.fetch(_POOL_DEMAND, accounts, model, since, now)
-            for tenant, count, refused in rows:
-                if refused:
+                rows = await connection.fetch(POOL_DEMAND, accounts, model, since, now, spent_since)
+            for kind, tenant, n in rows:
+                if kind == "starved":
                     starved.add(tenant)
-                else:
-                    held[tenant] = count
-            return PoolDemand(held, frozenset(starved))
+                elif kind == "held":
+                    held[tenant] = int(n)
+                elif n > 0:
+                    spent[tenant] = n
+            return PoolDemand(held, frozenset(starved), spent)
         async with self._db.session() as session:
             if accounts:
                 counted = await session.execute(
@@ -108,7 +137,9 @@ class PoolRepository:
                 .distinct()
             )
             starved = set(refused)
-        return PoolDemand(held, frozenset(starved))
+            if accounts and spent_since is not None:
+                spent = await _spent_orm(session, accounts, spent_since, now)
+        return PoolDemand(held, frozenset(starved), spent)
 
     async def spend_by_pair(self, since: datetime, until: datetime) -> list[PairSpend]:
         earliest = since - timedelta(seconds=LONGEST_REQUEST_COUNTED_S)

@@ -3,16 +3,17 @@
 A pool (the accounts serving one model) has `capacity` leases. The tenants *asking* for them
 are those holding some, those a full pool turned away lately (`starved`), and the tenant now
 minting. Each asking tenant's share is the capacity split by weight (default weight 1: equal
-shares). A tenant at or above its share yields to a starved tenant still below its own: its
-mint is refused (held, retry shortly) so that the next lease that frees goes to the starved
-one. Those two shares are cut from the pool as *occupied* (the leases held and the one being
-minted, `occupied_capacity`): a pool whose quotas' buckets ran empty turns tenants away below
-its lease ceilings, and is then full at what it holds. A tenant also leaves **headroom**: it
-does not take the pool's last free leases, one for each other asking tenant below its share
-of the ceilings, so a tenant asking for less than its share is served at once instead of
-first being turned away by a full pool. Nobody below its share is ever
-refused for fairness, and while no other tenant asks the pool is first come, first served
-(docs/capacity.md).
+shares), each weight scaled by how little one of the tenant's leases spends against the mean
+lease (`by_spend`): shares of the pool's quota, counted in leases. A tenant at or above its
+share yields to a starved tenant still below its own: its mint is refused (held, retry
+shortly) so that the next lease that frees goes to the starved one. Those two shares are cut
+from the pool as *occupied* (the leases held and the one being minted, `occupied_capacity`):
+a pool whose quotas' buckets ran empty turns tenants away below its lease ceilings, and is
+then full at what it holds. A tenant also leaves **headroom**: it does not take the pool's
+last free leases, one for each other asking tenant below its share of the ceilings, so a
+tenant asking for less than its share is served at once instead of first being turned away
+by a full pool. Nobody below its share is ever refused for fairness, and while no other
+tenant asks the pool is first come, first served (docs/capacity.md).
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ import math
 from collections.abc import Mapping, Set
 
 DEFAULT_WEIGHT = 1.0
+SPEND_RATIO_BOUND = 8.0
+"""The most a tenant's weight is scaled by what its leases spend, either way: a window's few
+requests are a noisy measure, and a tenant whose leases sat idle through it must not claim
+the whole pool."""
 
 
 def shares(
@@ -34,6 +39,30 @@ def shares(
     if total <= 0:
         return dict.fromkeys(asking, 0.0)
     return {t: capacity * w / total for t, w in weight.items()}
+
+
+def by_spend(
+    weights: Mapping[str, float] | None,
+    held: Mapping[str, int],
+    spent: Mapping[str, float],
+) -> dict[str, float]:
+    """The tenants' weights scaled so that shares of leases become shares of what the leases
+    spend: each tenant holding leases that spent something over the window weighs its
+    weight times the mean spend of a lease over its own (within `SPEND_RATIO_BOUND` either
+    way); a tenant whose leases spend a quarter of another's is given four times the leases
+    for the same share of the pool's quota. A tenant without a measure (holding nothing, or
+    nothing spent) keeps its weight, as does everyone while fewer than two tenants have one.
+    Tenants not named weigh `DEFAULT_WEIGHT`."""
+    declared = dict(weights or {})
+    per_lease = {t: spent[t] / n for t, n in held.items() if n > 0 and spent.get(t, 0.0) > 0.0}
+    if len(per_lease) < 2:
+        return declared
+    mean = sum(per_lease.values()) / len(per_lease)
+    scaled = dict(declared)
+    for tenant, rate in per_lease.items():
+        ratio = min(max(mean / rate, 1 / SPEND_RATIO_BOUND), SPEND_RATIO_BOUND)
+        scaled[tenant] = declared.get(tenant, DEFAULT_WEIGHT) * ratio
+    return scaled
 
 
 def must_yield(

@@ -44,6 +44,9 @@ Pair = tuple[str, str]
 """(account id, served model)."""
 MODEL_SCOPE = ("model-cooling", "quota-exhausted")
 """Pass-overs of one (account, served model), not of the whole account."""
+LEASE_ENDS_S = 1.0
+"""The wait a refusal names when room comes only as some lease ends (its ceiling, the
+operator's or its quota's, is held), at no time known: worth a short wait."""
 STATIC = ("residency",)
 """Pass-overs no wait can change: left out of a refusal's cooldown scope."""
 
@@ -289,9 +292,9 @@ def _soonest_retry(
                 ends.append(blocked[1].until)
         elif skip.code == "quota-exhausted":
             room = facts.quota_room(candidate)
-            ends.append(room if room is not None else facts.now + 1.0)
+            ends.append(room if room is not None else facts.now + LEASE_ENDS_S)
     if ends:
         return max(0.0, min(ends) - facts.now)
     if any(p.code == "lease-capacity-exhausted" for p in passed_over):
-        return 1.0  # a lease frees when any key of the account ends: worth a short wait
+        return LEASE_ENDS_S
     return None

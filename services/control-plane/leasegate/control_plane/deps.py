@@ -19,6 +19,7 @@ from leasegate.accounts import Candidate, Registry
 from leasegate.audit import ChainVerdict, held_while_corrupt
 from leasegate.audit.reads import ChainSnapshot
 from leasegate.capacity.fair_share import Saturation
+from leasegate.capacity.waiting import Waiting
 from leasegate.core.clock import Clock, new_id
 from leasegate.core.errors import PassOver
 from leasegate.core.ports.health import HealthSnapshot
@@ -111,6 +112,9 @@ class Limits:
     """How long after the last mint naming an affinity its account is still preferred."""
     fair_share_window_s: float = 3.0
     """How long a tenant a full pool refused counts as starved (fair shares)."""
+    spend_window_s: float = 10.0
+    """Over how long what each tenant's leases spend is compared (fair shares by spend,
+    `fair_share.by_spend`): the lease-rate meter's interval."""
     tenant_shares: Mapping[str, float] = field(default_factory=dict)
     """Weights of the tenants' fair shares; a tenant not named weighs 1."""
     tenant_residency: Mapping[str, Residency] = field(default_factory=dict)
@@ -145,6 +149,8 @@ class MintDeps:
     """The measured spend of a live lease; None: never measured (ceilings stay the operator's)."""
     saturation: Saturation = field(default_factory=Saturation)
     """When this control plane last found each model's pool full (fair shares)."""
+    waiting: Waiting = field(default_factory=Waiting)
+    """Which of each tenant's dispatches a full pool turned away, since when (oldest first)."""
 
 
 FIRST_CHUNK = 1

@@ -41,6 +41,7 @@ from leasegate.control_plane.placement import (
     affinity_candidate,
     fair_share_refusal,
     owed_placement,
+    turned_away,
 )
 from leasegate.control_plane.refusals import recorded
 from leasegate.control_plane.residency import mint_residency
@@ -189,7 +190,9 @@ async def _walk(
             return await _no_eligible(deps, body, start, outcome)
         if not shared:
             shared = True
-            over_share = await fair_share_refusal(deps, body, candidates, live, deps.clock.now())
+            over_share = await fair_share_refusal(
+                deps, body, start, candidates, live, deps.clock.now()
+            )
             if over_share is not None:
                 return Refusal(start, over_share)
         chosen = outcome.candidate
@@ -302,6 +305,7 @@ async def _commit(
                 "the cited decision already has a successor",
             ),
         )
+    deps.waiting.served(body.model, body.tenant, body.dispatch_id)  # it waits no more
     return mint_view(decision, token, key)
 
 
@@ -339,7 +343,7 @@ async def _no_eligible(
             "no account can serve the requested model now",
             passed_over=outcome.passed_over,
             cooldown_scope=outcome.cooldown_scope,
-            retry_after_s=outcome.retry_after_s,
+            retry_after_s=turned_away(deps, body, start, now, outcome.retry_after_s),
         ),
     )
 

@@ -15,9 +15,11 @@
   pool within the window (`no-eligible-account`, or a fair-share refusal: `Saturation`, the
   pool was full lately), a selected mint reads every candidate's facts and, when every
   account of the pool has a ceiling (the operator's or its quota's), asks the store who
-  holds the pool's leases and whom a full pool turned away lately, on any replica
-  (`PoolDemand`, one round trip); `capacity.fair_share.must_yield` decides (a starved
-  tenant's share, and one lease of headroom for each asking tenant below its share). A
+  holds the pool's leases, whom a full pool turned away lately, on any replica, and what
+  each tenant's leases spent over the lease-rate meter's interval (`PoolDemand`, one round
+  trip); `capacity.fair_share.must_yield` decides (a starved tenant's share, and one lease
+  of headroom for each asking tenant below its share), on the weights scaled by that spend
+  (`fair_share.by_spend`: shares of the quota, counted in leases). A
   tenant that must yield is refused `tenant-fair-share-exceeded` (held, retry in 1 s): the
   gateway never waits. A pool that was not full lately costs nothing.
 - **A lease owed.** A mint nobody has room for now, while the pool was full lately, of a
@@ -36,12 +38,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from leasegate.accounts import Candidate
-from leasegate.capacity.fair_share import lent, must_yield, owed
+from leasegate.capacity.fair_share import by_spend, lent, must_yield, owed
+from leasegate.capacity.waiting import HEAD_RETRY_S
 from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.storage import PoolDemand
-from leasegate.routing.selection import Facts, NoneEligible, Selected
+from leasegate.routing.selection import LEASE_ENDS_S, Facts, NoneEligible, Selected
 from leasegate.wire import MintBody
 
 AFFINITY_WAIT_S = 1.0
@@ -110,7 +113,7 @@ async def owed_placement(
     capacity, demand = full
     # this mint is being turned away from a full pool: its tenant counts as starved now
     starved = {*demand.starved, body.tenant}
-    weights = deps.limits.tenant_shares
+    weights = by_spend(deps.limits.tenant_shares, demand.held, demand.spent)
     if not owed(body.tenant, capacity, demand.held, starved, weights):
         return None
     spare = max(OWED_SPARE_LEASES, lent(body.tenant, capacity, demand.held, starved, weights))
@@ -124,28 +127,65 @@ async def owed_placement(
 
 
 async def fair_share_refusal(
-    deps: MintDeps, body: MintBody, candidates: Sequence[Candidate], live: LazyFacts, now: datetime
+    deps: MintDeps,
+    body: MintBody,
+    start: Start,
+    candidates: Sequence[Candidate],
+    live: LazyFacts,
+    now: datetime,
 ) -> GatewayError | None:
     """`tenant-fair-share-exceeded` when this tenant's next lease would come out of the share
-    of a tenant the full pool turned away lately; None otherwise (and always, with no read,
-    for a pool this control plane has not found full lately or one without ceilings)."""
+    of a tenant the full pool turned away lately, or when as many of this tenant's own
+    dispatches as the pool has free leases have waited longer and still ask
+    (`capacity.waiting`); None otherwise (and always, with no read, for a pool this control
+    plane has not found full lately or one without ceilings)."""
     full = await _full_pool(deps, body, candidates, live, now)
     if full is None:
         return None
     capacity, demand = full
-    if not must_yield(
-        body.tenant, capacity, demand.held, demand.starved, deps.limits.tenant_shares
-    ):
+    weights = by_spend(deps.limits.tenant_shares, demand.held, demand.spent)
+    if must_yield(body.tenant, capacity, demand.held, demand.starved, weights):
+        message = "this tenant holds its share of a full pool while another waits: retry shortly"
+    elif in_line(body, start) and deps.waiting.ahead(
+        body.model, body.tenant, body.dispatch_id, now.timestamp()
+    ) >= max(capacity - sum(demand.held.values()), 1):
+        message = "this tenant's dispatches that waited longer take the pool's next leases"
+    else:
         return None
     # the pool is as full for this tenant as a no-eligible-account: the check stays on
     deps.saturation.refused(
         body.model, body.tenant, now.timestamp(), deps.limits.fair_share_window_s
     )
-    return GatewayError(
-        "tenant-fair-share-exceeded",
-        "this tenant holds its share of a full pool while another waits: retry shortly",
-        retry_after_s=FAIR_SHARE_RETRY_S,
-    )
+    turned_away(deps, body, start, now, None)  # its place in line: held back, it waits on
+    return GatewayError("tenant-fair-share-exceeded", message, retry_after_s=FAIR_SHARE_RETRY_S)
+
+
+def in_line(body: MintBody, start: Start) -> bool:
+    """Whether the mint waits in its tenant's line for a full pool (`capacity.waiting`): a
+    fresh mint that narrows no residency of its own. A hop walks only the accounts after the
+    one it left, and a narrowed mint only some accounts: neither could take every lease a
+    younger mint of the tenant might, so neither holds one back."""
+    return start.kind == "fresh" and body.allowed_providers is None and body.allowed_regions is None
+
+
+def turned_away(
+    deps: MintDeps, body: MintBody, start: Start, now: datetime, retry_after_s: float | None
+) -> float | None:
+    """Note a mint a full pool turned away in its tenant's line, and the `Retry-After` it is
+    told: when room comes only as some lease ends, at no time known
+    (`selection.LEASE_ENDS_S`), the tenant's longest-waiting dispatch comes back within
+    `HEAD_RETRY_S` (the next lease is its); the others, and any wait whose end is known (a
+    bucket's refill, a cooldown), as the refusal said. (A tenant held back for another's
+    share waits on that, not on its line.)"""
+    if not in_line(body, start):
+        return retry_after_s
+    at = now.timestamp()
+    deps.waiting.refused(body.model, body.tenant, body.dispatch_id, at)
+    if retry_after_s == LEASE_ENDS_S and deps.waiting.head(
+        body.model, body.tenant, body.dispatch_id, at
+    ):
+        return HEAD_RETRY_S
+    return retry_after_s
 
 
 async def _full_pool(
@@ -162,5 +202,7 @@ async def _full_pool(
     if capacity is None:
         return None
     since = now - timedelta(seconds=window_s)
+    spent_since = now - timedelta(seconds=deps.limits.spend_window_s)
     accounts = [c.account.id for c in candidates]
-    return capacity, await deps.store.pool_demand(accounts, body.model, since, now)
+    demand = await deps.store.pool_demand(accounts, body.model, since, now, spent_since)
+    return capacity, demand

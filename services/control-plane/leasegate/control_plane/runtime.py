@@ -168,6 +168,7 @@ class ControlRuntime:
                 max_fallback_hops=settings.max_fallback_hops,
                 affinity_ttl_s=settings.affinity_ttl_s,
                 fair_share_window_s=settings.fair_share_window_s,
+                spend_window_s=settings.lease_rate_interval_s,
                 tenant_shares=settings.tenant_shares,
                 tenant_residency=residency_of(settings.tenant_residency),
                 lease_prior=prior,

@@ -20,7 +20,7 @@ fails a call raises a `StoreError` (`leasegate.core.ports.errors`) instead.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -206,6 +206,9 @@ class PoolDemand:
     """Live leases per tenant on the pool's accounts; tenants holding none are absent."""
     starved: frozenset[str]
     """Tenants refused `no-eligible-account` for the model since the window's start."""
+    spent: Mapping[str, float] = field(default_factory=dict)
+    """Tokens (input and output) of the evidence rows of each tenant's keys on the pool's
+    accounts started since the spend window's start; tenants with none are absent."""
 
 
 class PoolReader(Protocol):
@@ -218,10 +221,17 @@ class PoolReader(Protocol):
         naming `affinity`, made at or after `since`; None when there is none."""
 
     async def pool_demand(
-        self, account_ids: Iterable[str], model: str, since: datetime, now: datetime
+        self,
+        account_ids: Iterable[str],
+        model: str,
+        since: datetime,
+        now: datetime,
+        spent_since: datetime | None = None,
     ) -> PoolDemand:
-        """Live leases per tenant on these accounts at `now`, and the tenants refused
-        `no-eligible-account` for `model` at or after `since`: one round trip."""
+        """Live leases per tenant on these accounts at `now`, the tenants refused
+        `no-eligible-account` for `model` at or after `since`, and (`spent_since`) the tokens
+        each tenant's keys spent on these accounts in requests started from then to `now`:
+        one round trip."""
 
 
 @dataclass(frozen=True, slots=True)
