@@ -77,7 +77,7 @@ def must_yield(
     (`occupied_capacity`) while `tenant` holds at least its own, or `tenant` holds at least
     its share of the ceilings and the pool's free leases are no more than the other asking
     tenants below their shares (one lease of headroom is left for each)."""
-    asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
+    asking = _asking(tenant, held, starved)
     own = held.get(tenant, 0)
     occupied = shares(occupied_capacity(capacity, held), asking, weights)
     if own >= occupied[tenant] and any(
@@ -103,13 +103,7 @@ def owed(
     away lately (it is `starved`) and holds less than its share of the pool as occupied,
     while another tenant holds more than its own. Two tenants both turned away with nothing
     held (a cold pool) owe each other nothing."""
-    if tenant not in starved:
-        return False
-    asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
-    occupied = shares(occupied_capacity(capacity, held), asking, weights)
-    if held.get(tenant, 0) >= occupied[tenant]:
-        return False
-    return any(t != tenant and n > occupied[t] for t, n in held.items() if t in occupied)
+    return bool(_excess(tenant, capacity, held, starved, weights))
 
 
 def lent(
@@ -124,15 +118,29 @@ def lent(
     the leases owed to `tenant` may go while those tenants are held back. A cold pool that
     one tenant filled before another asked is lent out at once instead of the other waiting
     for the first one's leases to end."""
-    if not owed(tenant, capacity, held, starved, weights):
-        return 0
-    asking = {tenant, *starved, *(t for t, n in held.items() if n > 0)}
-    occupied = shares(occupied_capacity(capacity, held), asking, weights)
-    return sum(
-        math.floor(n - occupied[t])
-        for t, n in held.items()
-        if t != tenant and t in occupied and n > occupied[t]
-    )
+    return sum(math.floor(over) for over in _excess(tenant, capacity, held, starved, weights))
+
+
+def _asking(tenant: str, held: Mapping[str, int], starved: Set[str]) -> set[str]:
+    """The tenants a pool is shared among: `tenant`, the starved, and those holding leases."""
+    return {tenant, *starved, *(t for t, n in held.items() if n > 0)}
+
+
+def _excess(
+    tenant: str,
+    capacity: int,
+    held: Mapping[str, int],
+    starved: Set[str],
+    weights: Mapping[str, float] | None,
+) -> list[float]:
+    """What each other tenant holds beyond its share of the pool as occupied, when `tenant`
+    was turned away lately and holds less than its own share; empty otherwise."""
+    if tenant not in starved:
+        return []
+    occupied = shares(occupied_capacity(capacity, held), _asking(tenant, held, starved), weights)
+    if held.get(tenant, 0) >= occupied[tenant]:
+        return []
+    return [n - occupied[t] for t, n in held.items() if t != tenant and n > occupied.get(t, n)]
 
 
 def occupied_capacity(capacity: int, held: Mapping[str, int]) -> int:
