@@ -103,7 +103,7 @@ async def test_accounts_fill_in_pool_order_up_to_what_their_quota_sustains() -> 
     assert caught.value.cooldown_scope == "model"
     # room comes when a lease turns over; the tenant's longest-waiting dispatch comes back
     # sooner (the next lease is its: capacity.waiting), the others in a second
-    assert caught.value.retry_after_s == pytest.approx(0.25)
+    assert caught.value.retry_after_s == pytest.approx(0.1)
     with pytest.raises(GatewayError) as caught:
         await mint(c.deps, body("d6"))
     assert caught.value.retry_after_s == pytest.approx(1.0)

@@ -41,11 +41,11 @@ async def filled() -> Control:
 
 async def test_the_lease_that_frees_goes_to_the_dispatch_that_waited_longest() -> None:
     """d2 is turned away first, then d3: d2, the longest waiting, is told to come back in a
-    quarter of a second, d3 in a second. A lease frees and d3 asks first: it is held back
+    tenth of a second, d3 in a second. A lease frees and d3 asks first: it is held back
     (`tenant-fair-share-exceeded`), and d2 takes the lease; a newcomer that never waited is
     held back behind d3 the same way, and d3 takes the next lease."""
     c = await filled()
-    assert await attempt(c, "d2") == ("no-eligible-account", 0.25)
+    assert await attempt(c, "d2") == ("no-eligible-account", 0.1)
     c.clock.advance(0.1)
     assert await attempt(c, "d3") == ("no-eligible-account", 1.0)
     await keys.revoke(c.deps, held(c)[0])
@@ -58,6 +58,18 @@ async def test_the_lease_that_frees_goes_to_the_dispatch_that_waited_longest() -
     c.clock.advance(0.1)
     assert (await attempt(c, "d4"))[0] == "tenant-fair-share-exceeded"
     assert (await attempt(c, "d3"))[0] in ("a", "b")
+
+
+async def test_a_younger_mint_takes_a_lease_the_older_ones_leave_over() -> None:
+    """Only as many leases as older dispatches still ask are kept for them: with two free and
+    one older dispatch waiting, a newcomer takes the other."""
+    c = await filled()
+    assert (await attempt(c, "d2"))[0] == "no-eligible-account"
+    for key_id in held(c):
+        await keys.revoke(c.deps, key_id)
+    assert (await attempt(c, "d3"))[0] in ("a", "b")  # one of the two free leases
+    assert (await attempt(c, "d4"))[0] == "tenant-fair-share-exceeded"  # the other is d2's
+    assert (await attempt(c, "d2"))[0] in ("a", "b")
 
 
 async def test_a_dispatch_that_stopped_asking_holds_nobody_back() -> None:
