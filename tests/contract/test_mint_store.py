@@ -246,11 +246,11 @@ async def test_the_pool_demand_counts_live_leases_by_tenant_and_starved_tenants(
         )
         await mint_store.record_decision(refused)
     since = T0 - timedelta(seconds=10)
-    demand = await mint_store.pool_demand(["a", "b"], "gpt-4o", since, LATER)
+    demand = await mint_store.pool_demand(["a", "b"], "gpt-4o", since, LATER, since)
     assert dict(demand.held) == {"big": 2, "small": 1}
     assert demand.starved == frozenset({"small"})
-    assert dict(demand.spent) == {}  # no spend window asked for
-    empty = await mint_store.pool_demand([], "gpt-4o", since, LATER)
+    assert dict(demand.spent) == {}  # no evidence: nothing spent
+    empty = await mint_store.pool_demand([], "gpt-4o", since, LATER, since)
     assert (dict(empty.held), empty.starved) == ({}, frozenset({"small"}))
 
 

@@ -19,6 +19,7 @@ from leasegate.routing.lease_ceiling import (
     effective_ceiling,
     prior_rate,
     quota_room,
+    quota_room_why,
     quota_wait,
     sample_weight,
     sampled,
@@ -197,6 +198,12 @@ def test_at_the_sustained_ceiling_room_is_expected_when_a_lease_turns_over() -> 
     assert quota_room(quota, rate, 5, T0) is None
     assert quota_room(quota, rate, 6, T0) == T0 + 1.0
     assert quota_room(None, rate, 1_000, T0) is None  # nothing learned: room
+    # that second is a guess (some lease ends), unlike an empty bucket's named refill
+    assert quota_room_why(quota, rate, 6, T0) == (T0 + 1.0, True)
+    empty = Quota("a", "m", {"requests": Bucket(60, 0, T0 + 60.0)}, "headers", T0)
+    room = quota_room_why(empty, rate, 0, T0)
+    assert room is not None
+    assert room[1] is False
 
 
 def test_nothing_measured_or_no_limit_known_bounds_nothing() -> None:

@@ -35,7 +35,7 @@ POOL_DEMAND = (
     "UNION ALL SELECT 'spent', k.tenant, "
     "sum(coalesce(e.input_tokens, 0) + coalesce(e.output_tokens, 0))::float8 "
     "FROM evidence e JOIN keys k ON k.key_id = e.key_id "
-    "WHERE $5::timestamptz IS NOT NULL AND e.started_at >= $5 AND e.started_at <= $4 "
+    "WHERE e.started_at >= $5 AND e.started_at <= $4 "
     "AND e.account_id = ANY($1::text[]) GROUP BY k.tenant"
 )
 """The refused part reads `ix_mint_decisions_starved`, whose predicate is this `refusal_code`;
@@ -102,7 +102,7 @@ class PoolRepository:
         model: str,
         since: datetime,
         now: datetime,
-        spent_since: datetime | None = None,
+        spent_since: datetime,
     ) -> PoolDemand:
         accounts = list(account_ids)
         held: dict[str, int] = {}
@@ -137,7 +137,7 @@ class PoolRepository:
                 .distinct()
             )
             starved = set(refused)
-            if accounts and spent_since is not None:
+            if accounts:
                 spent = await _spent_orm(session, accounts, spent_since, now)
         return PoolDemand(held, frozenset(starved), spent)
 

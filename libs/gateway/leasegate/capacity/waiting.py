@@ -18,6 +18,8 @@ dispatch every few of its retries, so the order is kept per replica (docs/capaci
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 ACTIVE_S = 3.0
 """How long after its last ask a waiting dispatch still counts: a few of its retries."""
 HEAD_RETRY_S = 0.1
@@ -25,8 +27,17 @@ HEAD_RETRY_S = 0.1
 the lease waits for it no longer than this (0.25 s cost the fleet bench about a point of
 goodput in idle leases; one such dispatch per tenant and model asks this often)."""
 
-_Waiter = tuple[float, int, float]
-"""(began waiting, the order of that first refusal among this process's, last asked)."""
+
+class _Waiter(NamedTuple):
+    began: float
+    order: int
+    """Of its first refusal among this process's: breaks ties of `began`."""
+    last: float
+    """When it last asked."""
+
+    @property
+    def place(self) -> tuple[float, int]:
+        return self.began, self.order
 
 
 class Waiting:
@@ -42,12 +53,12 @@ class Waiting:
         for pool in list(self._waiters):
             self._active(*pool, now)
         waiters = self._waiters.setdefault((model, tenant), {})
-        if dispatch_id in waiters:
-            began, order, _ = waiters[dispatch_id]
-        else:
+        known = waiters.get(dispatch_id)
+        if known is None:
             self._turned_away += 1
-            began, order = now, self._turned_away
-        waiters[dispatch_id] = (began, order, now)
+            waiters[dispatch_id] = _Waiter(now, self._turned_away, now)
+        else:
+            waiters[dispatch_id] = known._replace(last=now)
 
     def served(self, model: str, tenant: str, dispatch_id: str) -> None:
         """The dispatch took a lease: it waits no more."""
@@ -61,8 +72,9 @@ class Waiting:
         """How many of the tenant's other dispatches, still asking, began waiting before this
         one (a dispatch never turned away began now)."""
         waiters = self._active(model, tenant, now)
-        place = waiters[dispatch_id][:2] if dispatch_id in waiters else (now, self._turned_away + 1)
-        return sum(1 for d, w in waiters.items() if d != dispatch_id and w[:2] < place)
+        own = waiters.get(dispatch_id)
+        place = own.place if own is not None else (now, self._turned_away + 1)
+        return sum(1 for d, w in waiters.items() if d != dispatch_id and w.place < place)
 
     def head(self, model: str, tenant: str, dispatch_id: str, now: float) -> bool:
         """Whether the dispatch is the tenant's longest-waiting one still asking."""
@@ -74,8 +86,8 @@ class Waiting:
         waiters = self._waiters.get((model, tenant))
         if waiters is None:
             return {}
-        for dispatch_id, (_, _, last) in list(waiters.items()):
-            if now - last > ACTIVE_S:
+        for dispatch_id, waiter in list(waiters.items()):
+            if now - waiter.last > ACTIVE_S:
                 del waiters[dispatch_id]
         if not waiters:
             del self._waiters[(model, tenant)]

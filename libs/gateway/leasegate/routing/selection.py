@@ -36,7 +36,13 @@ from leasegate.core.ports.health import HealthSnapshot
 from leasegate.core.ports.quota import Quota
 from leasegate.core.records import AdminState
 from leasegate.routing.health import health_block
-from leasegate.routing.lease_ceiling import LeaseRate, effective_ceiling, quota_room, quota_wait
+from leasegate.routing.lease_ceiling import (
+    LEASE_TURNOVER_S,
+    LeaseRate,
+    effective_ceiling,
+    quota_room_why,
+    quota_wait,
+)
 from leasegate.routing.residency import UNRESTRICTED, Residency
 
 NO_COOLDOWNS = HealthSnapshot(circuits={}, cooling={})
@@ -44,9 +50,6 @@ Pair = tuple[str, str]
 """(account id, served model)."""
 MODEL_SCOPE = ("model-cooling", "quota-exhausted")
 """Pass-overs of one (account, served model), not of the whole account."""
-LEASE_ENDS_S = 1.0
-"""The wait a refusal names when room comes only as some lease ends (its ceiling, the
-operator's or its quota's, is held), at no time known: worth a short wait."""
 STATIC = ("residency",)
 """Pass-overs no wait can change: left out of a refusal's cooldown scope."""
 
@@ -151,10 +154,16 @@ class Facts:
 
     def quota_room(self, candidate: Candidate) -> float | None:
         """None when the candidate's quota takes one more lease now; else when it will."""
+        room = self.quota_room_why(candidate)
+        return None if room is None else room[0]
+
+    def quota_room_why(self, candidate: Candidate) -> tuple[float, bool] | None:
+        """`quota_room`, and whether that room comes only as some lease ends
+        (`lease_ceiling.quota_room_why`)."""
         pair = (candidate.account.id, candidate.served_model)
         held = self.leases_held.get(candidate.account.id, 0)
         probe = self.probe_of(candidate)
-        return quota_room(
+        return quota_room_why(
             self.quotas.get(pair), self.rate(pair), held, self.now, probe, self.spread
         )
 
@@ -171,6 +180,10 @@ class NoneEligible:
     cooldown_scope: Literal["model", "account", "mixed"] | None
     retry_after_s: float | None
     """Soonest end of a transient pass-over; None when nothing passed over is transient."""
+    lease_bound: bool = False
+    """Whether that soonest end is only some lease ending, at no time known (a ceiling, the
+    operator's or its quota's, is held: `LEASE_TURNOVER_S` is a guess), rather than a known
+    end (a cooldown, a bucket's refill)."""
 
 
 def filter_code(candidate: Candidate, facts: Facts, *, renewal: bool = False) -> str | None:
@@ -259,11 +272,8 @@ def select(
 def none_eligible(
     candidates: Sequence[Candidate], facts: Facts, passed_over: tuple[PassOver, ...]
 ) -> NoneEligible:
-    return NoneEligible(
-        passed_over,
-        cooldown_scope(passed_over),
-        _soonest_retry(candidates, facts, passed_over),
-    )
+    retry_after_s, lease_bound = _soonest_retry(candidates, facts, passed_over)
+    return NoneEligible(passed_over, cooldown_scope(passed_over), retry_after_s, lease_bound)
 
 
 def cooldown_scope(passed_over: Sequence[PassOver]) -> Literal["model", "account", "mixed"] | None:
@@ -281,20 +291,24 @@ def cooldown_scope(passed_over: Sequence[PassOver]) -> Literal["model", "account
 
 def _soonest_retry(
     candidates: Sequence[Candidate], facts: Facts, passed_over: Sequence[PassOver]
-) -> float | None:
+) -> tuple[float | None, bool]:
+    """The soonest end of a transient pass-over (None when none is transient), and whether
+    that end is only some lease ending, at no time known (`LEASE_TURNOVER_S`)."""
     served = {c.account.id: c for c in candidates}
-    ends: list[float] = []
+    ends: list[tuple[float, bool]] = []
     for skip in passed_over:
         candidate = served[skip.account_id]
         if skip.code in ("circuit-open", "model-cooling"):
             blocked = health_block(facts.health, skip.account_id, candidate.served_model)
             if blocked is not None:
-                ends.append(blocked[1].until)
+                ends.append((blocked[1].until, False))
         elif skip.code == "quota-exhausted":
-            room = facts.quota_room(candidate)
-            ends.append(room if room is not None else facts.now + LEASE_ENDS_S)
+            room = facts.quota_room_why(candidate)
+            if room is not None:  # None only if the facts moved since the pass-over
+                ends.append(room)
     if ends:
-        return max(0.0, min(ends) - facts.now)
+        end, lease_bound = min(ends)
+        return max(0.0, end - facts.now), lease_bound
     if any(p.code == "lease-capacity-exhausted" for p in passed_over):
-        return LEASE_ENDS_S
-    return None
+        return LEASE_TURNOVER_S, True  # a lease frees when any key of the account ends
+    return None, False

@@ -343,7 +343,7 @@ async def _no_eligible(
             "no account can serve the requested model now",
             passed_over=outcome.passed_over,
             cooldown_scope=outcome.cooldown_scope,
-            retry_after_s=turned_away(deps, body, start, now, outcome.retry_after_s),
+            retry_after_s=turned_away(deps, body, start, now, outcome),
         ),
     )
 

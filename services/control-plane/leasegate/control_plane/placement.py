@@ -44,7 +44,7 @@ from leasegate.control_plane.decision import Start
 from leasegate.control_plane.deps import LazyFacts, MintDeps
 from leasegate.core.errors import GatewayError
 from leasegate.core.ports.storage import PoolDemand
-from leasegate.routing.selection import LEASE_ENDS_S, Facts, NoneEligible, Selected
+from leasegate.routing.selection import Facts, NoneEligible, Selected
 from leasegate.wire import MintBody
 
 AFFINITY_WAIT_S = 1.0
@@ -156,7 +156,7 @@ async def fair_share_refusal(
     deps.saturation.refused(
         body.model, body.tenant, now.timestamp(), deps.limits.fair_share_window_s
     )
-    turned_away(deps, body, start, now, None)  # its place in line: held back, it waits on
+    _join_line(deps, body, start, now)  # held back, it keeps its place in its tenant's line
     return GatewayError("tenant-fair-share-exceeded", message, retry_after_s=FAIR_SHARE_RETRY_S)
 
 
@@ -169,23 +169,30 @@ def in_line(body: MintBody, start: Start) -> bool:
 
 
 def turned_away(
-    deps: MintDeps, body: MintBody, start: Start, now: datetime, retry_after_s: float | None
+    deps: MintDeps, body: MintBody, start: Start, now: datetime, outcome: NoneEligible
 ) -> float | None:
-    """Note a mint a full pool turned away in its tenant's line, and the `Retry-After` it is
-    told: when room comes only as some lease ends, at no time known
-    (`selection.LEASE_ENDS_S`), the tenant's longest-waiting dispatch comes back within
-    `HEAD_RETRY_S` (the next lease is its); the others, and any wait whose end is known (a
-    bucket's refill, a cooldown), as the refusal said. (A tenant held back for another's
-    share waits on that, not on its line.)"""
-    if not in_line(body, start):
-        return retry_after_s
-    at = now.timestamp()
-    deps.waiting.refused(body.model, body.tenant, body.dispatch_id, at)
-    if retry_after_s == LEASE_ENDS_S and deps.waiting.head(
-        body.model, body.tenant, body.dispatch_id, at
+    """The `Retry-After` of a mint nobody had room for, which takes (or keeps) its place in
+    its tenant's line: when room comes only as some lease ends (`NoneEligible.lease_bound`),
+    the tenant's longest-waiting dispatch comes back within `HEAD_RETRY_S` (the next lease is
+    its); the others, and any wait whose end is known (a bucket's refill, a cooldown), as the
+    refusal says."""
+    if (
+        _join_line(deps, body, start, now)
+        and outcome.lease_bound
+        and deps.waiting.head(body.model, body.tenant, body.dispatch_id, now.timestamp())
     ):
         return HEAD_RETRY_S
-    return retry_after_s
+    return outcome.retry_after_s
+
+
+def _join_line(deps: MintDeps, body: MintBody, start: Start, now: datetime) -> bool:
+    """Note a mint a full pool turned away in its tenant's line (`in_line`); whether it
+    stands in one. A tenant held back for another's share keeps its place too: when its
+    turn comes back, its oldest dispatch is first."""
+    if not in_line(body, start):
+        return False
+    deps.waiting.refused(body.model, body.tenant, body.dispatch_id, now.timestamp())
+    return True
 
 
 async def _full_pool(

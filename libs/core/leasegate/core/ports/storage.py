@@ -20,7 +20,7 @@ fails a call raises a `StoreError` (`leasegate.core.ports.errors`) instead.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
@@ -206,7 +206,7 @@ class PoolDemand:
     """Live leases per tenant on the pool's accounts; tenants holding none are absent."""
     starved: frozenset[str]
     """Tenants refused `no-eligible-account` for the model since the window's start."""
-    spent: Mapping[str, float] = field(default_factory=dict)
+    spent: Mapping[str, float]
     """Tokens (input and output) of the evidence rows of each tenant's keys on the pool's
     accounts started since the spend window's start; tenants with none are absent."""
 
@@ -226,12 +226,12 @@ class PoolReader(Protocol):
         model: str,
         since: datetime,
         now: datetime,
-        spent_since: datetime | None = None,
+        spent_since: datetime,
     ) -> PoolDemand:
         """Live leases per tenant on these accounts at `now`, the tenants refused
-        `no-eligible-account` for `model` at or after `since`, and (`spent_since`) the tokens
-        each tenant's keys spent on these accounts in requests started from then to `now`:
-        one round trip."""
+        `no-eligible-account` for `model` at or after `since`, and the tokens each tenant's
+        keys spent on these accounts in requests started from `spent_since` to `now`: one
+        round trip."""
 
 
 @dataclass(frozen=True, slots=True)
