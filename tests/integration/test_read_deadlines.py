@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
@@ -19,7 +20,13 @@ from tests.fixtures.processes import leasegate_process
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.serial,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.asyncio(loop_scope="module"),
+]
 
 DEADLINE_S = 1.0
 BODY_TOTAL_S = 2.0
@@ -37,11 +44,12 @@ def _services(env: dict[str, str]) -> Iterator[dict[str, str]]:
         yield {"control-plane": control, "proxy": proxy}
 
 
-@pytest.fixture
-async def services(tmp_path: Path) -> AsyncIterator[dict[str, str]]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def services(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, str]]:
+    """Both processes, once for every test here: each test opens connections of its own."""
     async with MockUpstream() as upstream, production_stores() as stores:
         env = gateway_env(
-            tmp_path,
+            tmp_path_factory.mktemp("deadlines"),
             [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
             extra={
                 "LEASEGATE_HEADER_READ_TIMEOUT_S": str(DEADLINE_S),
@@ -102,10 +110,12 @@ async def test_a_silent_connection_is_closed(services: dict[str, str], service: 
 
 
 async def _mint(control: str) -> dict[str, Any]:
+    """A key of a dispatch of its own (the processes serve every test of the module)."""
+    dispatch_id = f"deadlines-{uuid.uuid4().hex[:12]}"
     async with local_client(timeout=10) as client:
         response = await client.post(
             f"{control}/control/v2/keys",
-            json={"tenant": "t", "dispatch_id": "short-body", "model": "gpt-4o"},
+            json={"tenant": "t", "dispatch_id": dispatch_id, "model": "gpt-4o"},
             headers={"Authorization": f"Bearer {CONTROL_TOKEN}"},
         )
     assert response.status_code == 201, response.text
