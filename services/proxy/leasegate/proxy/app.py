@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import anyio.lowlevel
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -104,6 +105,7 @@ def build_proxy_runtime(
 
 
 async def start_proxy(runtime: ProxyRuntime, stores: ProxyStores) -> None:
+    await anyio.lowlevel.checkpoint()  # anyio's asyncio backend loads now, not in a stream's relay
     await stores.revocations.subscribe(runtime.resolver.on_revoked, runtime.resolver.on_reset)
     await runtime.health.start()
     await runtime.quota.start()
