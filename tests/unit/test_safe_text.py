@@ -87,3 +87,19 @@ def test_duplicate_keys_last_wins_and_reencode_once() -> None:
     body = parse_body(b'{"model": "a", "model": "b", "stream": true}')
     assert (body.model, body.stream) == ("b", True)
     assert encode_body(body.fields).count(b'"model"') == 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "m", "seed": 123456789012345678901234567890}',
+        b'{"model": "m", "t": "\\ud800 lone"}',
+        b'{"model": "m", "t": "caf\\u00e9 \xe2\x9c\x93", "p": 0.1, "n": -0.0, "e": 1e-07}',
+        b'{"model": "m", "x": ' + b"[" * 400 + b"]" * 400 + b"}",
+    ],
+)
+def test_the_upstream_reads_the_values_the_caller_sent(raw: bytes) -> None:
+    """Re-encoded (orjson, or the standard library where orjson refuses: an integer past 64
+    bits, a lone surrogate, deep nesting), the body holds exactly the values parsed."""
+    body = parse_body(raw)
+    assert json.loads(encode_body(body.fields)) == json.loads(raw)

@@ -377,6 +377,20 @@ def test_malformed_data_events_are_dropped_and_counted(
     assert scanner.malformed == len(bad)
 
 
+def test_events_only_a_lenient_json_reader_takes_are_relayed_not_dropped() -> None:
+    """NaN and a lone surrogate escape are outside strict JSON; the relay took them before
+    its reader became strict-first, and still does (its text is counted too)."""
+    stream = (
+        b'data: {"choices": [{"delta": {"content": "ab"}}], "score": NaN}\n\n'
+        b'data: {"choices": [{"delta": {"content": "\\ud800"}}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    out, scanner = _filtered(stream, [])
+    assert out == stream
+    assert scanner.malformed == 0
+    assert scanner.text_chars == 3
+
+
 def test_an_unterminated_last_event_is_forwarded_as_it_came_unless_malformed() -> None:
     out, _ = _filtered(_chunk("a") + b"data: [DONE]", [])
     assert out == _chunk("a") + b"data: [DONE]"
