@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.routing.lease_ceiling import (
     LeaseRate,
+    Room,
     default_prior,
     effective_ceiling,
     prior_rate,
     quota_room,
-    quota_room_why,
     quota_wait,
     sample_weight,
     sampled,
@@ -181,8 +181,10 @@ def test_an_empty_bucket_names_the_moment_room_comes(
 ) -> None:
     """Under a simulated clock: no room before the named moment, room from it on."""
     quota = Quota("a", "m", {"requests": Bucket(limit, 0, T0 + reset_in)}, "headers", T0)
-    when = quota_room(quota, None, live, T0)
-    assert when is not None
+    room = quota_room(quota, None, live, T0)
+    assert room is not None
+    assert not room.lease_bound  # the refill's own moment
+    when = room.at
     assert T0 < when <= T0 + reset_in
     assert quota_room(quota, None, live, when + 1e-6) is None  # float rounding aside
     earlier = T0 + (when - T0) * min(wait, 99) / 100
@@ -196,14 +198,13 @@ def test_at_the_sustained_ceiling_room_is_expected_when_a_lease_turns_over() -> 
     assert sustained_leases(quota, rate) == 6
     assert sustained_leases(quota, rate, share=0.8) == 4
     assert quota_room(quota, rate, 5, T0) is None
-    assert quota_room(quota, rate, 6, T0) == T0 + 1.0
-    assert quota_room(None, rate, 1_000, T0) is None  # nothing learned: room
     # that second is a guess (some lease ends), unlike an empty bucket's named refill
-    assert quota_room_why(quota, rate, 6, T0) == (T0 + 1.0, True)
+    assert quota_room(quota, rate, 6, T0) == Room(T0 + 1.0, lease_bound=True)
+    assert quota_room(None, rate, 1_000, T0) is None  # nothing learned: room
     empty = Quota("a", "m", {"requests": Bucket(60, 0, T0 + 60.0)}, "headers", T0)
-    room = quota_room_why(empty, rate, 0, T0)
+    room = quota_room(empty, rate, 0, T0)
     assert room is not None
-    assert room[1] is False
+    assert not room.lease_bound
 
 
 def test_nothing_measured_or_no_limit_known_bounds_nothing() -> None:

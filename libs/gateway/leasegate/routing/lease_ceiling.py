@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 
@@ -220,6 +221,17 @@ def effective_ceiling(
     return sustained if lease_capacity is None else min(sustained, lease_capacity)
 
 
+class Room(NamedTuple):
+    """When a pair's quota is expected to take one more lease."""
+
+    at: float
+    """Epoch seconds."""
+    lease_bound: bool
+    """Whether room comes only as some lease ends (the live leases hold the probe's or the
+    sustained ceiling: `LEASE_TURNOVER_S` is a guess, no time is known) rather than when the
+    bucket refills."""
+
+
 def quota_room(
     quota: Quota | None,
     rate: LeaseRate | None,
@@ -227,35 +239,20 @@ def quota_room(
     now: float,
     probe: int | None = None,
     share: float | None = None,
-) -> float | None:
-    """None when one more lease fits the quota now; else epoch seconds when room is expected:
-    when the bucket holds one average request again, or (at the sustained ceiling) in
+) -> Room | None:
+    """None when one more lease fits the quota now; else when room is expected: when the
+    bucket holds one average request again, or (at the sustained ceiling) in
     `LEASE_TURNOVER_S`. No quota known: room, up to `probe` live leases when given (nothing
     is known of the pair yet: a few leases learn its quota before more are sent there)."""
-    room = quota_room_why(quota, rate, live, now, probe, share)
-    return None if room is None else room[0]
-
-
-def quota_room_why(
-    quota: Quota | None,
-    rate: LeaseRate | None,
-    live: int,
-    now: float,
-    probe: int | None = None,
-    share: float | None = None,
-) -> tuple[float, bool] | None:
-    """`quota_room`, and whether that room comes only as some lease ends (the live leases
-    hold the probe's or the sustained ceiling: `LEASE_TURNOVER_S` is a guess, no time is
-    known) rather than when the bucket refills."""
     if quota is None:
-        return None if probe is None or live < probe else (now + LEASE_TURNOVER_S, True)
+        return None if probe is None or live < probe else Room(now + LEASE_TURNOVER_S, True)
     tokens, inputs, outputs = rate.per_request() if rate is not None else (1, 1, 1)
     empty_until = quota.room_at(1, tokens, now, input_tokens=inputs, output_tokens=outputs)
     if empty_until is not None:
-        return empty_until, False
+        return Room(empty_until, False)
     sustained = sustained_leases(quota, rate, share)
     if sustained is not None and live >= sustained:
-        return now + LEASE_TURNOVER_S, True
+        return Room(now + LEASE_TURNOVER_S, True)
     return None
 
 

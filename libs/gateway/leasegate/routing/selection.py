@@ -39,8 +39,9 @@ from leasegate.routing.health import health_block
 from leasegate.routing.lease_ceiling import (
     LEASE_TURNOVER_S,
     LeaseRate,
+    Room,
     effective_ceiling,
-    quota_room_why,
+    quota_room,
     quota_wait,
 )
 from leasegate.routing.residency import UNRESTRICTED, Residency
@@ -152,18 +153,12 @@ class Facts:
         """What one live lease of the pair spends: as measured, else the prior."""
         return self.lease_rates.get(pair, self.prior)
 
-    def quota_room(self, candidate: Candidate) -> float | None:
+    def quota_room(self, candidate: Candidate) -> Room | None:
         """None when the candidate's quota takes one more lease now; else when it will."""
-        room = self.quota_room_why(candidate)
-        return None if room is None else room[0]
-
-    def quota_room_why(self, candidate: Candidate) -> tuple[float, bool] | None:
-        """`quota_room`, and whether that room comes only as some lease ends
-        (`lease_ceiling.quota_room_why`)."""
         pair = (candidate.account.id, candidate.served_model)
         held = self.leases_held.get(candidate.account.id, 0)
         probe = self.probe_of(candidate)
-        return quota_room_why(
+        return quota_room(
             self.quotas.get(pair), self.rate(pair), held, self.now, probe, self.spread
         )
 
@@ -295,7 +290,7 @@ def _soonest_retry(
     """The soonest end of a transient pass-over (None when none is transient), and whether
     that end is only some lease ending, at no time known (`LEASE_TURNOVER_S`)."""
     served = {c.account.id: c for c in candidates}
-    ends: list[tuple[float, bool]] = []
+    ends: list[tuple[float, bool]] = []  # (when, only a lease ending)
     for skip in passed_over:
         candidate = served[skip.account_id]
         if skip.code in ("circuit-open", "model-cooling"):
@@ -303,7 +298,7 @@ def _soonest_retry(
             if blocked is not None:
                 ends.append((blocked[1].until, False))
         elif skip.code == "quota-exhausted":
-            room = facts.quota_room_why(candidate)
+            room = facts.quota_room(candidate)
             if room is not None:  # None only if the facts moved since the pass-over
                 ends.append(room)
     if ends:
