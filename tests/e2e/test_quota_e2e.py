@@ -318,3 +318,42 @@ async def test_an_early_answer_does_not_free_the_room_of_requests_still_in_fligh
     assert [a.status_code for a in after] == [200, 429, 429]
     assert [a.json()["error"]["code"] for a in after[1:]] == ["account-quota-exhausted"] * 2
     assert upstream.count == 5, "the provider is never sent what it will refuse"
+
+
+async def test_a_fresh_pair_is_sent_one_request_until_its_first_answer_states_its_quota(
+    patient_gw: Gateway,
+) -> None:
+    """A fleet's first requests on an account nothing is known of: the provider's bucket may
+    be nearly empty, so the proxy sends one request until the first answer's headers say how
+    much there is; the others are refused at once with a short `Retry-After`, not sent. A
+    request the gateway refused before sending anything tells nobody the pair answers
+    without headers."""
+    upstream = patient_gw.upstreams[0]
+    left = [2]
+
+    def bucket(_: MockRequest) -> Reply:
+        left[0] -= 1
+        headers = limits((10, left[0], "60s"), (90_000, 80_000, "1s"))
+        return Reply(headers=headers, headers_delay_s=0.6)
+
+    upstream.script = bucket
+    minted = await patient_gw.minted(model="gpt-4o", dispatch_id="d-q-probe")
+    wrong = await patient_gw.chat(minted, model="gpt-mini")  # refused before anything is sent
+    assert wrong.status_code >= 400
+    assert upstream.count == 0
+    await asyncio.sleep(0.5)  # past the view's write: nothing was stated for the pair
+    assert (await account_health(patient_gw, "openai-main"))["quota"] == []
+
+    first = asyncio.create_task(patient_gw.chat(minted))
+    await asyncio.sleep(0.2)
+    behind = await patient_gw.chat(minted)
+    assert behind.status_code == 429
+    assert behind.json()["error"]["code"] == "account-quota-exhausted"
+    assert 0 < behind.json()["error"]["retry_after_s"] <= 1
+    assert upstream.count == 1, "one request until the provider has said what it has"
+    assert (await first).status_code == 200  # it says: one request left
+    assert (await patient_gw.chat(minted)).status_code == 200
+    refused = await patient_gw.chat(minted)
+    assert refused.json()["error"]["code"] == "account-quota-exhausted"
+    assert int(refused.headers["retry-after"]) > 1  # the provider's own reset now
+    assert upstream.count == 2

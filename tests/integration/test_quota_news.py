@@ -101,7 +101,7 @@ async def test_headers_leaving_no_room_are_news_and_headers_with_room_are_not(
     assert one.view.admit("a", "m", COST, now, ref="r1") is None
     one.view.answered("a", "m", roomy, COST, Usage(), now, ref="r1")
     await asyncio.sleep(0.3)
-    assert not other.view.watches("a", "m")  # no news: the other knows nothing of the pair
+    assert other.view.quota("a", "m") is None  # no news: the other knows nothing of the pair
     drained: dict[QuotaDimension, Bucket] = {
         "requests": Bucket(100, 50, now + 60),
         # less than a request like this one (200), refilling by 28 a second

@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from leasegate.accounts import parse_accounts
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.providers import Usage
-from leasegate.proxy.quota_view import SILENT_EVERY_S, QuotaView
+from leasegate.proxy.quota_view import PROBE_RETRY_S, SILENT_EVERY_S, QuotaView
 from leasegate.routing.quota import Estimate
 from tests.fixtures.control import StepClock
 from tests.fixtures.quota import REGISTRY
@@ -236,3 +237,85 @@ async def test_an_idle_view_leaves_the_store_alone_and_refreshes_as_soon_as_requ
         assert store.calls == calls  # idle again: nothing
     finally:
         await view.stop()
+
+
+async def test_a_pair_nothing_is_known_of_takes_one_request_until_its_first_answer() -> None:
+    """The probe: a second request while the first is unanswered is refused (a short wait),
+    the first answer's headers end it as they arrive, and what they state is admitted on."""
+    clock, _store, one, _ = _views()
+    now = clock.now().timestamp()
+    assert one.watches("a", "m")
+    assert one.probing("a", "m")
+    assert one.admit("a", "m", COST, now, ref="first") is None
+    assert one.admit("a", "m", COST, now, ref="second") == now + PROBE_RETRY_S
+    one.replied("a", "m", _requests(10, 1, now), 200, now + 0.3, "first")
+    assert not one.probing("a", "m")
+    assert one.admit("a", "m", COST, now + 0.3, ref="second") is None  # the one left
+    assert one.admit("a", "m", COST, now + 0.3, ref="third") is not None  # stated: none left
+    # the first request's end takes the same headers again: nothing given back twice
+    one.answered("a", "m", _requests(10, 1, now), COST, Usage(), now + 0.4, "first")
+    assert one.admit("a", "m", COST, now + 0.4, ref="third") is not None
+
+
+async def test_a_probe_without_an_answer_or_with_a_server_error_keeps_the_pair_probed() -> None:
+    clock, _store, one, _ = _views()
+    now = clock.now().timestamp()
+    assert one.admit("a", "m", COST, now, ref="lost") is None
+    one.unanswered("a", "m", "lost")  # the send failed: nothing heard
+    assert one.probing("a", "m")
+    assert one.admit("a", "m", COST, now, ref="failing") is None
+    one.replied("a", "m", {}, 503, now, "failing")
+    one.answered("a", "m", {}, COST, Usage(), now, "failing", status=503)
+    assert one.probing("a", "m")
+    assert one.admit("a", "m", COST, now, ref="next") is None
+    assert one.admit("a", "m", COST, now, ref="behind it") is not None
+
+
+async def test_a_pair_answering_without_headers_is_no_longer_probed_here_or_elsewhere() -> None:
+    clock, _store, one, other = _views()
+    now = clock.now().timestamp()
+    assert one.admit("a", "m", COST, now, ref="r") is None
+    one.replied("a", "m", {}, 200, now, "r")
+    assert not one.probing("a", "m")
+    assert all(one.admit("a", "m", COST, now, ref=f"r{n}") is None for n in range(5))
+    one.answered("a", "m", {}, COST, Usage(), now, "r")
+    await one.flush()
+    assert other.probing("a", "m")
+    await other.refresh()  # the empty statement: it has answered a proxy
+    assert not other.probing("a", "m")
+    assert not other.watches("a", "m")
+
+
+async def test_declared_limits_are_never_probed_and_a_zero_probe_bounds_nothing() -> None:
+    clock, store = StepClock(), CountingStore()
+    unbounded = QuotaView(store, REGISTRY, clock, probe_requests=0)
+    now = clock.now().timestamp()
+    assert not unbounded.watches("a", "m")
+    assert all(unbounded.admit("a", "m", COST, now, ref=f"r{n}") is None for n in range(5))
+    bounded = QuotaView(store, REGISTRY, clock)
+    assert not bounded.probing("a", "local")
+    assert bounded.watches("a", "local")
+
+
+async def test_a_kind_whose_answers_never_state_a_quota_is_never_probed() -> None:
+    """Its first answer would say nothing: concurrent first requests all go."""
+    plain = parse_accounts(
+        {
+            "accounts": [
+                {
+                    "id": "p",
+                    "provider": "gemini",
+                    "base_url": "https://generativelanguage.googleapis.com",
+                    "credential_env": "LEASEGATE_CRED_P",
+                    "models": {"m": "m"},
+                }
+            ]
+        },
+        {"LEASEGATE_CRED_P"},
+    )
+    clock = StepClock()
+    view = QuotaView(CountingStore(), plain, clock)
+    now = clock.now().timestamp()
+    assert not view.probing("p", "m")
+    assert not view.watches("p", "m")
+    assert all(view.admit("p", "m", COST, now, ref=f"r{n}") is None for n in range(5))

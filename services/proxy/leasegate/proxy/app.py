@@ -72,7 +72,13 @@ def build_proxy_runtime(
         ),
         clients=UpstreamClients(config.registry, config.credentials, settings),
         health=HealthView(stores.health, stores.health_fanout, config.registry, clock),
-        quota=QuotaView(stores.quota, config.registry, clock, news=stores.health_fanout),
+        quota=QuotaView(
+            stores.quota,
+            config.registry,
+            clock,
+            news=stores.health_fanout,
+            probe_requests=settings.quota_probe_requests,
+        ),
         slots=SlotKeeper(stores.slots, clock),
         evidence=EvidenceSink(
             stores.durable,

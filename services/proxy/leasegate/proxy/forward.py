@@ -216,6 +216,9 @@ async def _send(runtime: ProxyRuntime, admission: Admission, sending: Sending) -
         raise
     first_byte_mono = runtime.clock.monotonic()
     buckets = _quota_buckets(runtime, admission.endpoint, account, upstream.headers)
+    if admission.quota_cost is not None and runtime.quota.probing(account.id, key.served_model):
+        now, ref = runtime.clock.now().timestamp(), admission.request_id
+        runtime.quota.replied(account.id, key.served_model, buckets, upstream.status, now, ref)
     is_sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
     deadlines = runtime.clients.deadlines(account.id)
     relay = StreamRelay if admission.stream and is_sse and upstream.is_success else BufferedRelay
@@ -337,6 +340,13 @@ def _check_quota(
         return None
     now = runtime.clock.now().timestamp()
     when = runtime.quota.admit(key.account_id, key.served_model, cost, now, request_id)
+    if when is not None and runtime.quota.probing(key.account_id, key.served_model):
+        raise GatewayError(
+            "account-quota-exhausted",
+            f"account {key.account_id}'s {key.served_model} quota is not known yet: its "
+            "provider's first answer, still awaited, states it",
+            retry_after_s=max(0.0, when - now),
+        )
     if when is not None:
         raise GatewayError(
             "account-quota-exhausted",

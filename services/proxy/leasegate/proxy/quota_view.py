@@ -24,6 +24,12 @@ channel (`QuotaNewsBus`, in a task of its own: no request waits for it), and eve
 proxy's view takes it in as it takes a refresh, so they refuse the pair before sending instead
 of learning it from the provider's 429 or the next refresh.
 
+A pair nothing is known of (no quota declared, learned or heard from another proxy, no answer
+yet) is probed: at most `probe_requests` requests on it are in flight from this proxy until
+its first answer's headers arrive (a request past them is refused with `PROBE_RETRY_S`), so a
+fleet does not spend what the provider has not yet said it has; the headers of that first
+answer are taken as they arrive, not at its end (a stream may take minutes).
+
 A pair that answers without any rate-limit header (and of which nothing is known) is written
 to the store as an empty statement, once a minute: the mints then know it has answered and
 states nothing, and stop probing it (docs/capacity.md); the views ignore it.
@@ -78,6 +84,9 @@ learned; a busy one reads it every `refresh_s`."""
 IN_FLIGHT_MAX_S = 900.0
 """A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
 after this long, so the view cannot leak room."""
+PROBE_RETRY_S = 0.5
+"""The `Retry-After` of a request refused because a probe of a pair is still unanswered: about
+a first answer's time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +108,19 @@ class QuotaView:
         refresh_s: float = 1.0,
         rng: Callable[[], float] = _SYSTEM_RANDOM.random,
         news: QuotaNewsBus | None = None,
+        probe_requests: int = 1,
     ) -> None:
         self.store = store
+        self._probe = probe_requests
+        """Requests in flight on a pair nothing is known of (0: no bound)."""
+        self._heard_from: set[Pair] = {
+            (account.id, model)
+            for account in registry.accounts
+            if not account.kind.states_quota  # nothing to learn from its answers: no probe
+            for model in account.models.values()
+        }
+        """Pairs that have answered (here or, as an empty statement, on another proxy), and
+        those of kinds that never state their quota."""
         self._bus = news
         self._news: dict[Pair, Quota] = {}
         """Statements of exhausted pairs waiting to be published (one batch per loop turn)."""
@@ -143,8 +163,9 @@ class QuotaView:
     # -- the request path (no await) ------------------------------------------------------
 
     def watches(self, account_id: str, model: str) -> bool:
-        """Whether anything is known of the pair (else admission asks nothing)."""
-        return (account_id, model) in self._local
+        """Whether admission asks the view: something is known of the pair, or it is probed."""
+        pair = (account_id, model)
+        return pair in self._local or (self._probe > 0 and pair not in self._heard_from)
 
     def output_estimate(self, account_id: str, model: str) -> int | None:
         """The model's declared `output_estimate`, if any."""
@@ -162,7 +183,7 @@ class QuotaView:
         self._used.set()
         quota = self._local.get(pair)
         if quota is None:
-            return None
+            return self._probed(pair, cost, now, ref)
         when = room_at(quota, cost, now)
         if when is None:
             self._local[pair] = spent(quota, cost, now)
@@ -170,6 +191,23 @@ class QuotaView:
                 self._seq += 1
                 self._in_flight.setdefault(pair, {})[ref] = _InFlight(self._seq, now, cost)
         return when
+
+    def _probed(self, pair: Pair, cost: Estimate, now: float, ref: str | None) -> float | None:
+        """Admission while nothing is known of the pair: `probe_requests` at a time until it
+        answers (none past it: a refusal's time), then anything."""
+        if pair in self._heard_from or not self._probe or ref is None:
+            return None
+        held = self._in_flight.setdefault(pair, {})
+        if len(held) >= self._probe:
+            return now + PROBE_RETRY_S
+        self._seq += 1
+        held[ref] = _InFlight(self._seq, now, cost)
+        return None
+
+    def probing(self, account_id: str, model: str) -> bool:
+        """Whether the pair is still probed (nothing known of it, no answer yet)."""
+        pair = (account_id, model)
+        return self._probe > 0 and pair not in self._heard_from and pair not in self._local
 
     def in_flight(self, account_id: str, model: str) -> int:
         """How many admitted requests on the pair are still unanswered."""
@@ -198,6 +236,8 @@ class QuotaView:
         usage: Usage,
         now: float,
         ref: str | None = None,
+        *,
+        status: int = 200,
     ) -> None:
         """An answer came back: its headers replace the view (they count this request and
         those sent before it, not those sent after it and still in flight), unless the
@@ -207,6 +247,8 @@ class QuotaView:
         self._used.set()
         held = self._local.get(pair)
         entry = self._settle(pair, ref)
+        if buckets or status < 400:
+            self._heard_from.add(pair)
         if buckets:
             seq = self._seq if entry is None else entry.seq
             if seq < self._taken_seq.get(pair, 0):
@@ -223,11 +265,46 @@ class QuotaView:
                 self._announce(statement)
         elif cost is not None and held is not None:
             self._local[pair] = reconciled(held, cost, usage.input_tokens, usage.output_tokens, now)
-        elif held is None and now - self._silent.get(pair, float("-inf")) >= SILENT_EVERY_S:
+        elif (
+            held is None
+            and status < 400
+            and now - self._silent.get(pair, float("-inf")) >= SILENT_EVERY_S
+        ):
             # answered, saying nothing of its quota: the mints' probe need not wait for it
             self._silent[pair] = now
             self._dirty.setdefault(pair, Quota(account_id, model, {}, "headers", now))
             self._work.set()
+
+    def replied(
+        self,
+        account_id: str,
+        model: str,
+        buckets: Mapping[QuotaDimension, Bucket],
+        status: int,
+        now: float,
+        ref: str | None = None,
+    ) -> None:
+        """A probed pair's answer headers arrived: the probe ends now, and the view takes what
+        they state (its body, a stream, may take minutes; `answered` takes them again at its
+        end). Nothing for a pair already heard from."""
+        pair = (account_id, model)
+        if pair in self._heard_from or (not buckets and status >= 400):
+            return
+        self._heard_from.add(pair)
+        if buckets and pair not in self._local:
+            entry = self._in_flight.get(pair, {}).get(ref or "")
+            seq = self._seq if entry is None else entry.seq
+            self._taken_seq[pair] = seq
+            behind = self._behind(pair, seq)
+            self._local[pair] = learned_behind(None, account_id, model, buckets, behind, now)
+            self._dirty[pair] = learned(None, account_id, model, buckets, now)
+            self._work.set()
+            self._stated_at[pair] = now
+
+    def unanswered(self, account_id: str, model: str, ref: str | None = None) -> None:
+        """A request sent upstream ended without an answer (the caller gone, the send failed):
+        its estimate stays spent, and a probed pair stays probed."""
+        self._settle((account_id, model), ref)
 
     def unsent(
         self, account_id: str, model: str, cost: Estimate, now: float, ref: str | None = None
@@ -361,6 +438,7 @@ class QuotaView:
         """Another proxy's statement, where it is newer than what this view holds, less what
         this proxy admitted after it was observed and is still in flight."""
         pair = (quota.account_id, quota.model)
+        self._heard_from.add(pair)  # it has answered some proxy
         if not quota.buckets or quota.observed_at <= self._stated_at.get(pair, float("-inf")):
             return  # an empty statement (answers without headers) holds nothing here
         held = self._local.get(pair)

@@ -152,18 +152,22 @@ class ProxyRuntime:
                 now,
                 admission.request_id,
             )
-        if ended.status is None and cost is not None and observation.kind == "refused":
-            self.quota.unsent(account_id, model, cost, now, admission.request_id)
-        else:  # answered, or gone without an answer (its estimate stays spent)
-            self.quota.answered(
-                account_id,
-                model,
-                ended.quota_buckets,
-                cost,
-                ended.usage,
-                now,
-                admission.request_id,
-            )
+        if ended.status is None:  # no answer: nothing learned of the pair
+            if cost is not None and observation.kind == "refused":
+                self.quota.unsent(account_id, model, cost, now, admission.request_id)
+            elif cost is not None:  # gone without an answer: its estimate stays spent
+                self.quota.unanswered(account_id, model, admission.request_id)
+            return None
+        self.quota.answered(
+            account_id,
+            model,
+            ended.quota_buckets,
+            cost,
+            ended.usage,
+            now,
+            admission.request_id,
+            status=ended.status,
+        )
         return None
 
     async def _record(
