@@ -192,6 +192,18 @@ async def _measure_paced(
             out.setdefault(f"paced-{rate}", []).append(row)
     if only is not None and "streams" not in only:
         return out
+    for url, pid in targets.values():
+        # two streams each first: what the first stream ever costs once (lazy imports, the
+        # first buffers) is not counted as per-stream memory at the first level
+        await run_streams(
+            url,
+            render(url, key, stream),
+            concurrency=2,
+            duration_s=STREAM_S,
+            spread_s=0.0,
+            pid=pid,
+            mock_pid=stack.slow_upstream.pid,
+        )
     for level in (n for n in STREAM_LEVELS if n <= streams_cap):
         floor_broke = False
         for target, (url, pid) in targets.items():

@@ -16,6 +16,7 @@ ignores it.)
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -38,10 +39,14 @@ class RedisHealthFanout:
         *,
         reply_within_s: float = 2.0,
         heartbeat_s: float = 0.5,
+        subscription: RedisSubscription | None = None,
     ) -> None:
-        self._subscription = RedisSubscription(
+        """`subscription`: one shared with other buses (it listens on this bus's channel
+        too); else one of its own."""
+        self._channel = keys.health_news_channel(prefix)
+        self._subscription = subscription or RedisSubscription(
             client,
-            keys.health_news_channel(prefix),
+            self._channel,
             "health news",
             "leasegate.health",
             reply_within_s=reply_within_s,
@@ -65,20 +70,21 @@ class RedisHealthFanout:
     async def publish(self, news: Sequence[HealthNews]) -> None:
         if news:
             payload = json.dumps([[n.account_id, n.model, n.until] for n in news])
-            await self._subscription.publish(payload)
+            await self._subscription.publish(payload, self._channel)
 
     async def publish_quota(self, quotas: Sequence[Quota]) -> None:
         if quotas:
             payload = {
                 "quota": [{"a": q.account_id, "m": q.model, **quota_fields(q)} for q in quotas]
             }
-            await self._subscription.publish(json.dumps(payload))
+            await self._subscription.publish(json.dumps(payload), self._channel)
 
     def on_quota(self, deliver: OnQuotaNews) -> None:
         self._quota_listeners.append(deliver)
 
     async def subscribe(self, on_news: OnNews, on_reset: OnHealthReset) -> None:
-        await self._subscription.start(lambda data: self._deliver(data, on_news), on_reset)
+        deliver = functools.partial(self._deliver, on_news=on_news)
+        await self._subscription.start(deliver, on_reset, self._channel)
 
     def _deliver(self, data: bytes | str, on_news: OnNews) -> None:
         try:
@@ -94,7 +100,7 @@ class RedisHealthFanout:
             on_news(_decode(message))
 
     async def aclose(self) -> None:
-        await self._subscription.aclose()
+        await self._subscription.aclose(self._channel)
 
 
 def _decode(message: object) -> list[HealthNews]:

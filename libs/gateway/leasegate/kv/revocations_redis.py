@@ -34,10 +34,14 @@ class RedisRevocationBus:
         *,
         reply_within_s: float = 2.0,
         heartbeat_s: float = 0.5,
+        subscription: RedisSubscription | None = None,
     ) -> None:
-        self._subscription = RedisSubscription(
+        """`subscription`: one shared with other buses (it listens on this bus's channel
+        too); else one of its own."""
+        self._channel = keys.revocations_channel(prefix)
+        self._subscription = subscription or RedisSubscription(
             client,
-            keys.revocations_channel(prefix),
+            self._channel,
             "revocation",
             "leasegate.revocations",
             reply_within_s=reply_within_s,
@@ -61,15 +65,17 @@ class RedisRevocationBus:
     async def publish(self, revocations: Sequence[Revocation]) -> None:
         if revocations:
             payload = json.dumps([[r.key_id, r.expires_at] for r in revocations])
-            await self._subscription.publish(payload)
+            await self._subscription.publish(payload, self._channel)
 
     async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
         """Start listening in the background (see subscription_redis.py); returns once live,
         or after `reply_within_s` anyway."""
-        await self._subscription.start(lambda data: on_revoked(_decode(data)), on_reset)
+        await self._subscription.start(
+            lambda data: on_revoked(_decode(data)), on_reset, self._channel
+        )
 
     async def aclose(self) -> None:
-        await self._subscription.aclose()
+        await self._subscription.aclose(self._channel)
 
 
 def _decode(data: bytes | str) -> list[Revocation]:

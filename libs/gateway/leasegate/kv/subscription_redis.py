@@ -1,5 +1,10 @@
-"""One Redis pub/sub channel listened to in the background, for every fan-out that needs one
-(revocations, health news).
+"""Redis pub/sub channels listened to in the background on one connection, for every fan-out
+that needs one (revocations, health news): a proxy holds one subscription for both, so one
+heartbeat serves both (`open_kv` builds it; a bus built alone has one of its own).
+
+Each owner registers its channel's handlers with `start`. An owner that joins a subscription
+already live is told to reset at once (`on_reset`): what was published on its channel before
+it joined was not kept for it. Every (re)connect resets every owner.
 
 Pub/sub is fire-and-forget, so a subscriber that loses its connection may miss messages: on
 every (re)connect it calls `on_reset`, and the owner falls back to the store (which always
@@ -43,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from redis.asyncio import RedisCluster
 from redis.asyncio.client import PubSub
@@ -68,12 +73,12 @@ CONFIRM_WITHIN_S = 0.25
 
 
 class RedisSubscription:
-    """`name` says what the channel carries, in task names and log lines (on `logger`)."""
+    """`name` says what the channels carry, in task names and log lines (on `logger`)."""
 
     def __init__(
         self,
         client: RedisClient,
-        channel: str,
+        channels: str | Sequence[str],
         name: str,
         logger: str,
         *,
@@ -82,7 +87,9 @@ class RedisSubscription:
     ) -> None:
         self._log = logging.getLogger(logger)
         self._client = client
-        self._channel = channel
+        self._channels = (channels,) if isinstance(channels, str) else tuple(channels)
+        self._owners: dict[str, tuple[OnMessage, OnReset]] = {}
+        """Channel -> its owner's handlers (`start`)."""
         self._name = name
         self._task: asyncio.Task[None] | None = None
         self._reply_within_s = reply_within_s
@@ -183,29 +190,50 @@ class RedisSubscription:
 
         self._dropping = asyncio.get_running_loop().create_task(drop())
 
-    async def publish(self, payload: str) -> None:
+    async def publish(self, payload: str, channel: str | None = None) -> None:
+        """Publish on `channel` (one of this subscription's; the first by default)."""
         try:
-            await self._client.publish(self._channel, payload)
+            await self._client.publish(channel or self._channels[0], payload)
         except REDIS_ERRORS as exc:
             raise unavailable(exc) from exc
 
-    async def start(self, on_message: OnMessage, on_reset: OnReset) -> None:
-        """Start listening in the background; return once live, or after `reply_within_s`
-        anyway: a process started while Redis is down still binds its port, and `ready`
-        turns true when the subscription is live."""
-        self._wanted = True
-        self._went_live = asyncio.Event()
-        self._task = asyncio.create_task(self._listen(on_message, on_reset), name=self._name)
+    async def start(
+        self, on_message: OnMessage, on_reset: OnReset, channel: str | None = None
+    ) -> None:
+        """Deliver `channel`'s messages (the first channel by default) to `on_message`, and
+        start listening in the background if no owner has yet; return once live, or after
+        `reply_within_s` anyway: a process started while Redis is down still binds its port,
+        and `ready` turns true when the subscription is live."""
+        channel = channel or self._channels[0]
+        if channel not in self._channels:
+            raise ValueError(f"{channel!r} is not one of the {self._name} channels")
+        self._owners[channel] = (on_message, on_reset)
+        if self._task is None:
+            self._wanted = True
+            self._went_live = asyncio.Event()
+            self._task = asyncio.create_task(self._listen(), name=self._name)
+        elif self._live:
+            on_reset()  # joined late: what its channel carried before was not kept
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._reply_within_s):
                 await self._went_live.wait()
 
-    async def _listen(self, on_message: OnMessage, on_reset: OnReset) -> None:
+    def _on_message(self, channel: bytes | str, data: bytes | str) -> None:
+        name = channel.decode() if isinstance(channel, bytes) else channel
+        owner = self._owners.get(name)
+        if owner is not None:
+            owner[0](data)
+
+    def _on_reset(self) -> None:
+        for _, on_reset in list(self._owners.values()):
+            on_reset()
+
+    async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
         delay, down_since, logged_at = _FIRST_RETRY_S, None, 0.0
         while True:
             try:
-                await self._deliver(on_message, on_reset, restored=down_since is not None)
+                await self._deliver(restored=down_since is not None)
             except REDIS_ERRORS as exc:
                 self._live = False
                 now = loop.time()
@@ -222,7 +250,7 @@ class RedisSubscription:
                 continue
             delay, down_since = _FIRST_RETRY_S, None
 
-    async def _deliver(self, on_message: OnMessage, on_reset: OnReset, *, restored: bool) -> None:
+    async def _deliver(self, *, restored: bool) -> None:
         """Listen until the connection fails or goes silent (a partition): then raise. Live
         (`ready`, `on_reset` called) once Redis has confirmed the SUBSCRIBE."""
         loop = asyncio.get_running_loop()
@@ -231,7 +259,7 @@ class RedisSubscription:
             if isinstance(self._client, RedisCluster):
                 # cluster pub/sub routes SUBSCRIBE by the slot map, loaded on first use
                 await self._client.initialize()
-            await pubsub.subscribe(self._channel)
+            await pubsub.subscribe(*self._channels)  # one command: all at once
             self._pubsub = pubsub
             self._heard = self._pinged = loop.time()
             while True:
@@ -241,9 +269,9 @@ class RedisSubscription:
                     self._heard = loop.time()
                     kind = message.get("type")
                     if kind == "message":
-                        on_message(message["data"])
+                        self._on_message(message["channel"], message["data"])
                     elif kind == "subscribe" and not self._live:
-                        on_reset()
+                        self._on_reset()
                         self._live = True
                         self._went_live.set()
                         if restored:
@@ -291,7 +319,13 @@ class RedisSubscription:
             wait = min(wait, self._heard + self._silent_after_s - now)
         return wait
 
-    async def aclose(self) -> None:
+    async def aclose(self, channel: str | None = None) -> None:
+        """`channel`'s owner is done with it; the listener stops once every owner is (or
+        at once, without a channel)."""
+        if channel is not None:
+            self._owners.pop(channel, None)
+            if self._owners:
+                return
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

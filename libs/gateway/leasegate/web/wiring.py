@@ -23,10 +23,10 @@ from leasegate.core.ports.revocation import RevocationBus
 from leasegate.core.ports.spend import ChainSpend, SpendEvidence
 from leasegate.core.ports.storage import EvidenceWriter, KeyReader
 from leasegate.core.ports.witness import AuditWitness
+from leasegate.kv.buses_redis import redis_buses
 from leasegate.kv.connect import Deadlines as RedisDeadlines
 from leasegate.kv.connect import redis_client
 from leasegate.kv.fanout_memory import InProcessHealthFanout, InProcessRevocationBus
-from leasegate.kv.health_fanout_redis import RedisHealthFanout
 from leasegate.kv.health_memory import InProcessHealthStore
 from leasegate.kv.health_redis import RedisHealthStore
 from leasegate.kv.quota_memory import InProcessQuotaStore
@@ -34,7 +34,6 @@ from leasegate.kv.quota_redis import RedisQuotaStore
 from leasegate.kv.redis_client import RedisClient, cluster_client
 from leasegate.kv.redis_client import close as close_redis
 from leasegate.kv.redis_client import ping as ping_redis
-from leasegate.kv.revocations_redis import RedisRevocationBus
 from leasegate.kv.slots_memory import InProcessRequestSlots
 from leasegate.kv.slots_redis import RedisRequestSlots
 from leasegate.kv.spend_memory import InProcessChainSpend
@@ -156,21 +155,17 @@ def open_kv(config: Config) -> KvStores:
         RedisDeadlines(settings.redis_connect_timeout_s, settings.redis_command_timeout_s),
     )
     prefix = settings.redis_prefix
+    revocations, health_news = redis_buses(
+        client,
+        prefix,
+        reply_within_s=settings.redis_command_timeout_s,
+        heartbeat_s=settings.subscription_heartbeat_s,
+    )
     return KvStores(
         health=RedisHealthStore(client, prefix, policy),
-        health_fanout=RedisHealthFanout(
-            client,
-            prefix,
-            reply_within_s=settings.redis_command_timeout_s,
-            heartbeat_s=settings.subscription_heartbeat_s,
-        ),
+        health_fanout=health_news,
         slots=RedisRequestSlots(client, prefix, settings.request_slot_lease_s),
-        revocations=RedisRevocationBus(
-            client,
-            prefix,
-            reply_within_s=settings.redis_command_timeout_s,
-            heartbeat_s=settings.subscription_heartbeat_s,
-        ),
+        revocations=revocations,
         redis=client,
         witness=RedisAuditWitness(client, prefix),
         spend=RedisChainSpend(client, prefix),
