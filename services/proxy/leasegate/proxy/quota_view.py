@@ -26,8 +26,9 @@ of learning it from the provider's 429 or the next refresh.
 
 A pair nothing is known of (no quota declared, learned or heard from another proxy, no answer
 yet) is probed: at most `probe_requests` requests on it are in flight from this proxy until
-its first answer's headers arrive (a request past them is refused with `PROBE_RETRY_S`), so a
-fleet does not spend what the provider has not yet said it has; the headers of that first
+its first answer's headers arrive (a request past them is refused until the next
+`PROBE_DOUBLING_S`: the bound doubles while the answer is awaited), so a fleet does not spend
+what the provider has not yet said it has; the headers of that first
 answer are taken as they arrive, not at its end (a stream may take minutes).
 
 A pair that answers without any rate-limit header (and of which nothing is known) is written
@@ -84,9 +85,11 @@ learned; a busy one reads it every `refresh_s`."""
 IN_FLIGHT_MAX_S = 900.0
 """A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
 after this long, so the view cannot leak room."""
-PROBE_RETRY_S = 0.5
-"""The `Retry-After` of a request refused because a probe of a pair is still unanswered: about
-a first answer's time."""
+PROBE_DOUBLING_S = 0.5
+"""While a probed pair's first answer is awaited, the requests it may have in flight double
+every this long (from `probe_requests`): a provider slow to send its headers (a long
+completion not streamed) holds the pair's other requests back for a few seconds at most, not
+for as long as that answer takes. A refused request is told the next doubling."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,12 +197,16 @@ class QuotaView:
 
     def _probed(self, pair: Pair, cost: Estimate, now: float, ref: str | None) -> float | None:
         """Admission while nothing is known of the pair: `probe_requests` at a time until it
-        answers (none past it: a refusal's time), then anything."""
+        answers, doubling every `PROBE_DOUBLING_S` its oldest request waits (past it: when
+        the next doubling comes), then anything."""
         if pair in self._heard_from or not self._probe or ref is None:
             return None
         held = self._in_flight.setdefault(pair, {})
-        if len(held) >= self._probe:
-            return now + PROBE_RETRY_S
+        if held:
+            oldest = next(iter(held.values())).admitted_at  # entries are kept in admission order
+            doublings = max(0, int((now - oldest) // PROBE_DOUBLING_S))
+            if len(held) >= self._probe << min(doublings, 30):
+                return oldest + (doublings + 1) * PROBE_DOUBLING_S
         self._seq += 1
         held[ref] = _InFlight(self._seq, now, cost)
         return None
@@ -253,13 +260,7 @@ class QuotaView:
             seq = self._seq if entry is None else entry.seq
             if seq < self._taken_seq.get(pair, 0):
                 return  # older than what the view holds: a later request's answer came first
-            self._taken_seq[pair] = seq
-            behind = self._behind(pair, seq)
-            statement = learned(held, account_id, model, buckets, now)
-            self._dirty[pair] = statement
-            self._work.set()
-            self._local[pair] = learned_behind(held, account_id, model, buckets, behind, now)
-            self._stated_at[pair] = now
+            statement = self._take_headers(pair, held, buckets, seq, now)
             like = entry.cost if entry is not None else cost
             if room_at(statement, like or _NOTHING, now) is not None:
                 self._announce(statement)
@@ -293,13 +294,28 @@ class QuotaView:
         self._heard_from.add(pair)
         if buckets and pair not in self._local:
             entry = self._in_flight.get(pair, {}).get(ref or "")
-            seq = self._seq if entry is None else entry.seq
-            self._taken_seq[pair] = seq
-            behind = self._behind(pair, seq)
-            self._local[pair] = learned_behind(None, account_id, model, buckets, behind, now)
-            self._dirty[pair] = learned(None, account_id, model, buckets, now)
-            self._work.set()
-            self._stated_at[pair] = now
+            self._take_headers(pair, None, buckets, self._seq if entry is None else entry.seq, now)
+
+    def _take_headers(
+        self,
+        pair: Pair,
+        held: Quota | None,
+        buckets: Mapping[QuotaDimension, Bucket],
+        seq: int,
+        now: float,
+    ) -> Quota:
+        """An answer's headers over what the view held, less what the requests admitted after
+        `seq` (the answered one) and still in flight hold; written to the store behind the
+        requests. Returns the statement as the provider made it."""
+        account_id, model = pair
+        self._taken_seq[pair] = seq
+        statement = learned(held, account_id, model, buckets, now)
+        self._dirty[pair] = statement
+        self._work.set()
+        behind = self._behind(pair, seq)
+        self._local[pair] = learned_behind(held, account_id, model, buckets, behind, now)
+        self._stated_at[pair] = now
+        return statement
 
     def unanswered(self, account_id: str, model: str, ref: str | None = None) -> None:
         """A request sent upstream ended without an answer (the caller gone, the send failed):
