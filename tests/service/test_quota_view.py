@@ -15,7 +15,7 @@ from leasegate.accounts import parse_accounts
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension
 from leasegate.kv.quota_memory import InProcessQuotaStore
 from leasegate.providers import Usage
-from leasegate.proxy.quota_view import PROBE_DOUBLING_S, SILENT_EVERY_S, QuotaView
+from leasegate.proxy.quota_view import PROBE_DOUBLING_S, PROBE_RETRY_S, SILENT_EVERY_S, QuotaView
 from leasegate.routing.quota import Estimate
 from tests.fixtures.control import StepClock
 from tests.fixtures.quota import REGISTRY
@@ -248,7 +248,7 @@ async def test_a_pair_nothing_is_known_of_takes_one_request_until_its_first_answ
     assert one.watches("a", "m")
     assert one.probing("a", "m")
     assert one.admit("a", "m", COST, now, ref="first") is None
-    assert one.admit("a", "m", COST, now, ref="second") == now + PROBE_DOUBLING_S
+    assert one.admit("a", "m", COST, now, ref="second") == now + PROBE_RETRY_S
     one.replied("a", "m", _requests(10, 1, now), 200, now + 0.3, "first")
     assert not one.probing("a", "m")
     assert one.admit("a", "m", COST, now + 0.3, ref="second") is None  # the one left
@@ -322,22 +322,22 @@ async def test_a_kind_whose_answers_never_state_a_quota_is_never_probed() -> Non
     assert all(view.admit("p", "m", COST, now, ref=f"r{n}") is None for n in range(5))
 
 
-async def test_a_probe_whose_answer_is_slow_lets_twice_as_many_through_every_half_second() -> (
-    None
-):
+async def test_a_probe_whose_answer_is_slow_lets_twice_as_many_through_every_second() -> None:
     """A long completion not streamed sends its headers at its end: the pair's other requests
-    are held back for a few doublings, not for as long as it takes; each refusal names the
-    next doubling."""
+    are held back for a few doublings, not for as long as it takes; each refusal names a short
+    wait, or the next doubling when that is sooner."""
     clock, _store, one, _ = _views()
-    start = clock.now().timestamp()
+    first = clock.now().timestamp()
     step = PROBE_DOUBLING_S
     admitted = []
     for tick in range(4):
-        at = start + tick * step + step / 10
+        at = first + tick * step
         sent = [n for n in range(8) if one.admit("a", "m", COST, at, ref=f"{tick}-{n}") is None]
         admitted.append(len(sent))
-        next_doubling = start + step / 10 + (tick + 1) * step  # from the oldest's admission
-        assert one.admit("a", "m", COST, at, ref=f"{tick}-late") == pytest.approx(next_doubling)
+        assert one.admit("a", "m", COST, at, ref=f"{tick}-late") == at + PROBE_RETRY_S
+        late = at + step - PROBE_RETRY_S / 2  # the next doubling comes sooner than the wait
+        next_doubling = first + (tick + 1) * step
+        assert one.admit("a", "m", COST, late, ref=f"{tick}-later") == pytest.approx(next_doubling)
     assert admitted == [1, 1, 2, 4]  # in flight: 1, 2, 4, 8
-    one.replied("a", "m", {}, 200, start + 4 * step, "0-0")
-    assert one.admit("a", "m", COST, start + 4 * step, ref="after") is None
+    one.replied("a", "m", {}, 200, first + 4 * step, "0-0")
+    assert one.admit("a", "m", COST, first + 4 * step, ref="after") is None

@@ -26,8 +26,8 @@ of learning it from the provider's 429 or the next refresh.
 
 A pair nothing is known of (no quota declared, learned or heard from another proxy, no answer
 yet) is probed: at most `probe_requests` requests on it are in flight from this proxy until
-its first answer's headers arrive (a request past them is refused until the next
-`PROBE_DOUBLING_S`: the bound doubles while the answer is awaited), so a fleet does not spend
+its first answer's headers arrive (a request past them is refused for `PROBE_RETRY_S` at most;
+the bound doubles every `PROBE_DOUBLING_S` the answer is awaited), so a fleet does not spend
 what the provider has not yet said it has; the headers of that first
 answer are taken as they arrive, not at its end (a stream may take minutes).
 
@@ -85,11 +85,14 @@ learned; a busy one reads it every `refresh_s`."""
 IN_FLIGHT_MAX_S = 900.0
 """A reservation whose answer never came (it cannot happen: every attempt ends) is dropped
 after this long, so the view cannot leak room."""
-PROBE_DOUBLING_S = 0.5
+PROBE_DOUBLING_S = 1.0
 """While a probed pair's first answer is awaited, the requests it may have in flight double
 every this long (from `probe_requests`): a provider slow to send its headers (a long
 completion not streamed) holds the pair's other requests back for a few seconds at most, not
-for as long as that answer takes. A refused request is told the next doubling."""
+for as long as that answer takes."""
+PROBE_RETRY_S = 0.5
+"""A request the probe refused is told to come back after this (a first answer's time), or
+at the next doubling if that is sooner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +200,8 @@ class QuotaView:
 
     def _probed(self, pair: Pair, cost: Estimate, now: float, ref: str | None) -> float | None:
         """Admission while nothing is known of the pair: `probe_requests` at a time until it
-        answers, doubling every `PROBE_DOUBLING_S` its oldest request waits (past it: when
-        the next doubling comes), then anything."""
+        answers, doubling every `PROBE_DOUBLING_S` its oldest request waits (past it: a
+        short wait, or the next doubling), then anything."""
         if pair in self._heard_from or not self._probe or ref is None:
             return None
         held = self._in_flight.setdefault(pair, {})
@@ -206,7 +209,7 @@ class QuotaView:
             oldest = next(iter(held.values())).admitted_at  # entries are kept in admission order
             doublings = max(0, int((now - oldest) // PROBE_DOUBLING_S))
             if len(held) >= self._probe << min(doublings, 30):
-                return oldest + (doublings + 1) * PROBE_DOUBLING_S
+                return min(now + PROBE_RETRY_S, oldest + (doublings + 1) * PROBE_DOUBLING_S)
         self._seq += 1
         held[ref] = _InFlight(self._seq, now, cost)
         return None
