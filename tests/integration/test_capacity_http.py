@@ -16,15 +16,9 @@ import pytest_asyncio
 
 from leasegate.kv.keys import slots_key as slots_key_of
 from tests.fixtures.cluster import READY_WITHIN_S, SLOT_LEASE_S, Cluster, process_cluster
-from tests.fixtures.processes import start_processes
+from tests.fixtures.processes import PRODUCTION_PROCESSES_MODULE, start_processes
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.serial,
-    pytest.mark.postgres,
-    pytest.mark.redis,
-    pytest.mark.asyncio(loop_scope="module"),
-]
+pytestmark = PRODUCTION_PROCESSES_MODULE
 
 FULL = "lease-capacity-exhausted"
 Opened = tuple[httpx.Response, AsyncIterator[bytes]]

@@ -16,17 +16,11 @@ import pytest_asyncio
 
 from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateways import CONTROL_TOKEN, account_entry, gateway_env
-from tests.fixtures.processes import leasegate_process
+from tests.fixtures.processes import PRODUCTION_PROCESSES_MODULE, leasegate_process
 from tests.fixtures.servers import local_client
 from tests.fixtures.services import production_stores
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.serial,
-    pytest.mark.postgres,
-    pytest.mark.redis,
-    pytest.mark.asyncio(loop_scope="module"),
-]
+pytestmark = PRODUCTION_PROCESSES_MODULE
 
 DEADLINE_S = 1.0
 BODY_TOTAL_S = 2.0

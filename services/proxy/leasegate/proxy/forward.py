@@ -334,27 +334,24 @@ def _check_quota(
     runtime: ProxyRuntime, request_id: str, key: KeyRecord, cost: Estimate | None
 ) -> Estimate | None:
     """Refuse at once what the provider has said it will refuse now; never wait for room.
-    `cost` None: nothing is known of the pair's quota. Returns what the view let the request
-    through at."""
+    `cost` None: nothing is known of the pair's quota, and it is not probed. Returns what the
+    view let the request through at."""
     if cost is None:
         return None
     now = runtime.clock.now().timestamp()
     when = runtime.quota.admit(key.account_id, key.served_model, cost, now, request_id)
-    if when is not None and runtime.quota.probing(key.account_id, key.served_model):
-        raise GatewayError(
-            "account-quota-exhausted",
-            f"account {key.account_id}'s {key.served_model} quota is not known yet: its "
-            "provider's first answer, still awaited, states it",
-            retry_after_s=max(0.0, when - now),
-        )
-    if when is not None:
-        raise GatewayError(
-            "account-quota-exhausted",
-            f"account {key.account_id} has no {key.served_model} quota left for this request "
-            "until its provider's limit refills",
-            retry_after_s=max(0.0, when - now),
-        )
-    return cost
+    if when is None:
+        return cost
+    account, model = key.account_id, key.served_model
+    if runtime.quota.probing(account, model):
+        why = "is not known yet: its provider's first answer, still awaited, states it"
+    else:
+        why = "has no room for this request until its provider's limit refills"
+    raise GatewayError(
+        "account-quota-exhausted",
+        f"account {account}'s {model} quota {why}",
+        retry_after_s=max(0.0, when - now),
+    )
 
 
 async def _check_health(runtime: ProxyRuntime, key: KeyRecord) -> Admitted | None:

@@ -95,6 +95,13 @@ PROBE_RETRY_S = 0.5
 at the next doubling if that is sooner."""
 
 
+def _speaks(buckets: Mapping[QuotaDimension, Bucket], status: int) -> bool:
+    """Whether an answer tells the view something of its pair's quota: rate-limit headers,
+    or a success without them (such a pair states nothing; a server error may just lack
+    them)."""
+    return bool(buckets) or status < 400
+
+
 @dataclass(frozen=True, slots=True)
 class _InFlight:
     seq: int
@@ -170,8 +177,7 @@ class QuotaView:
 
     def watches(self, account_id: str, model: str) -> bool:
         """Whether admission asks the view: something is known of the pair, or it is probed."""
-        pair = (account_id, model)
-        return pair in self._local or (self._probe > 0 and pair not in self._heard_from)
+        return (account_id, model) in self._local or self.probing(account_id, model)
 
     def output_estimate(self, account_id: str, model: str) -> int | None:
         """The model's declared `output_estimate`, if any."""
@@ -257,7 +263,7 @@ class QuotaView:
         self._used.set()
         held = self._local.get(pair)
         entry = self._settle(pair, ref)
-        if buckets or status < 400:
+        if _speaks(buckets, status):
             self._heard_from.add(pair)
         if buckets:
             seq = self._seq if entry is None else entry.seq
@@ -292,7 +298,7 @@ class QuotaView:
         they state (its body, a stream, may take minutes; `answered` takes them again at its
         end). Nothing for a pair already heard from."""
         pair = (account_id, model)
-        if pair in self._heard_from or (not buckets and status >= 400):
+        if pair in self._heard_from or not _speaks(buckets, status):
             return
         self._heard_from.add(pair)
         if buckets and pair not in self._local:
