@@ -37,6 +37,15 @@ async def gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
 
 
 @pytest.fixture
+async def probing_gw(tmp_path: Path, stores_env: StoresEnv) -> AsyncIterator[Gateway]:
+    """A proxy that probes a pair nothing is known of (off by default)."""
+    async with _gateway(
+        tmp_path, stores_env, {**PATIENT, "LEASEGATE_QUOTA_PROBE_REQUESTS": "1"}
+    ) as gateway:
+        yield gateway
+
+
+@pytest.fixture
 async def patient_gw(gw: Gateway) -> Gateway:
     """Requests in flight for a while (answers allowed 5 s to start): the same gateway."""
     return gw
@@ -321,14 +330,14 @@ async def test_an_early_answer_does_not_free_the_room_of_requests_still_in_fligh
 
 
 async def test_a_fresh_pair_is_sent_one_request_until_its_first_answer_states_its_quota(
-    patient_gw: Gateway,
+    probing_gw: Gateway,
 ) -> None:
     """A fleet's first requests on an account nothing is known of: the provider's bucket may
     be nearly empty, so the proxy sends one request until the first answer's headers say how
     much there is; the others are refused at once with a short `Retry-After`, not sent. A
     request the gateway refused before sending anything tells nobody the pair answers
     without headers."""
-    upstream = patient_gw.upstreams[0]
+    upstream = probing_gw.upstreams[0]
     left = [2]
 
     def bucket(_: MockRequest) -> Reply:
@@ -337,23 +346,23 @@ async def test_a_fresh_pair_is_sent_one_request_until_its_first_answer_states_it
         return Reply(headers=headers, headers_delay_s=0.6)
 
     upstream.script = bucket
-    minted = await patient_gw.minted(model="gpt-4o", dispatch_id="d-q-probe")
-    wrong = await patient_gw.chat(minted, model="gpt-mini")  # refused before anything is sent
+    minted = await probing_gw.minted(model="gpt-4o", dispatch_id="d-q-probe")
+    wrong = await probing_gw.chat(minted, model="gpt-mini")  # refused before anything is sent
     assert wrong.status_code >= 400
     assert upstream.count == 0
     await asyncio.sleep(0.5)  # past the view's write: nothing was stated for the pair
-    assert (await account_health(patient_gw, "openai-main"))["quota"] == []
+    assert (await account_health(probing_gw, "openai-main"))["quota"] == []
 
-    first = asyncio.create_task(patient_gw.chat(minted))
+    first = asyncio.create_task(probing_gw.chat(minted))
     await asyncio.sleep(0.2)
-    behind = await patient_gw.chat(minted)
+    behind = await probing_gw.chat(minted)
     assert behind.status_code == 429
     assert behind.json()["error"]["code"] == "account-quota-exhausted"
     assert 0 < behind.json()["error"]["retry_after_s"] <= 1
     assert upstream.count == 1, "one request until the provider has said what it has"
     assert (await first).status_code == 200  # it says: one request left
-    assert (await patient_gw.chat(minted)).status_code == 200
-    refused = await patient_gw.chat(minted)
+    assert (await probing_gw.chat(minted)).status_code == 200
+    refused = await probing_gw.chat(minted)
     assert refused.json()["error"]["code"] == "account-quota-exhausted"
     assert int(refused.headers["retry-after"]) > 1  # the provider's own reset now
     assert upstream.count == 2

@@ -106,13 +106,10 @@ async def redis_crash_with_slots_held(gw: FaultyGateway) -> None:
     """Releases that fail while Redis is down land when it returns; stale pooled connections
     do not fail a burst."""
     open_key = await gw.minted_key(dispatch_id="d-open", model="o")
-    slow = [await gw.minted_key(dispatch_id=f"d-slow-{i}", model="slow") for i in range(3)]
-    # each pair has answered once: the proxy no longer sends it one request at a time
-    assert (await gw.chat(open_key, model="o")).status_code == 200
-    assert (await gw.chat(slow[0], model="slow")).status_code == 200
     # many pooled Redis connections in the proxy, all about to go stale
     assert await burst(gw, open_key) == [200] * 30
 
+    slow = [await gw.minted_key(dispatch_id=f"d-slow-{i}", model="slow") for i in range(3)]
     streams = [asyncio.create_task(gw.chat(key, model="slow", stream=True)) for key in slow]
     await eventually(lambda: _in_flight_is(gw, 3), 10)
     gw.redis.mode = "refuse"  # Redis crashes while three streams hold slots

@@ -39,9 +39,14 @@ class CountingStore(InProcessQuotaStore):
         return await super().snapshot(pairs, now)
 
 
-def _views() -> tuple[StepClock, CountingStore, QuotaView, QuotaView]:
+def _views(probe_requests: int = 0) -> tuple[StepClock, CountingStore, QuotaView, QuotaView]:
     clock, store = StepClock(), CountingStore()
-    return clock, store, QuotaView(store, REGISTRY, clock), QuotaView(store, REGISTRY, clock)
+    return (
+        clock,
+        store,
+        QuotaView(store, REGISTRY, clock, probe_requests=probe_requests),
+        QuotaView(store, REGISTRY, clock, probe_requests=probe_requests),
+    )
 
 
 async def test_a_rate_limit_heard_by_one_proxy_holds_the_pair_on_the_other() -> None:
@@ -243,7 +248,7 @@ async def test_an_idle_view_leaves_the_store_alone_and_refreshes_as_soon_as_requ
 async def test_a_pair_nothing_is_known_of_takes_one_request_until_its_first_answer() -> None:
     """The probe: a second request while the first is unanswered is refused (a short wait),
     the first answer's headers end it as they arrive, and what they state is admitted on."""
-    clock, _store, one, _ = _views()
+    clock, _store, one, _ = _views(probe_requests=1)
     now = clock.now().timestamp()
     assert one.watches("a", "m")
     assert one.probing("a", "m")
@@ -259,7 +264,7 @@ async def test_a_pair_nothing_is_known_of_takes_one_request_until_its_first_answ
 
 
 async def test_a_probe_without_an_answer_or_with_a_server_error_keeps_the_pair_probed() -> None:
-    clock, _store, one, _ = _views()
+    clock, _store, one, _ = _views(probe_requests=1)
     now = clock.now().timestamp()
     assert one.admit("a", "m", COST, now, ref="lost") is None
     one.unanswered("a", "m", "lost")  # the send failed: nothing heard
@@ -273,7 +278,7 @@ async def test_a_probe_without_an_answer_or_with_a_server_error_keeps_the_pair_p
 
 
 async def test_a_pair_answering_without_headers_is_no_longer_probed_here_or_elsewhere() -> None:
-    clock, _store, one, other = _views()
+    clock, _store, one, other = _views(probe_requests=1)
     now = clock.now().timestamp()
     assert one.admit("a", "m", COST, now, ref="r") is None
     one.replied("a", "m", {}, 200, now, "r")
@@ -326,7 +331,7 @@ async def test_a_probe_whose_answer_is_slow_lets_twice_as_many_through_every_sec
     """A long completion not streamed sends its headers at its end: the pair's other requests
     are held back for a few doublings, not for as long as it takes; each refusal names a short
     wait, or the next doubling when that is sooner."""
-    clock, _store, one, _ = _views()
+    clock, _store, one, _ = _views(probe_requests=1)
     first = clock.now().timestamp()
     step = PROBE_DOUBLING_S
     admitted = []

@@ -11,12 +11,12 @@ need no coordination. A failed run (the database away) is logged and retried a m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
+from leasegate.core.tasks import stop_task
 from leasegate.db.partitions import DAYS_AHEAD, EvidencePartitions
 
 log = logging.getLogger("leasegate.evidence")
@@ -66,11 +66,8 @@ class EvidenceUpkeep:
             self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         while True:

@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     """Share of a pair's sustained lease ceiling filled before mints move on down the pool."""
     lease_probe_leases: int = Field(default=4, ge=1)
     """Live leases a pair nothing is known of takes before mints move on down the pool."""
-    quota_probe_requests: int = Field(default=1, ge=0)
+    quota_probe_requests: int = Field(default=0, ge=0)
     """Requests one proxy sends at a time to an (account, model) nothing is known of yet,
     until its first answer's headers arrive (0: no bound)."""
     lease_prior_requests_per_s: float = Field(default=1.0, gt=0)

@@ -25,12 +25,12 @@ nothing to release.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from leasegate.core.clock import Clock, to_epoch
 from leasegate.core.ports.capacity import RequestSlots
 from leasegate.core.ports.errors import StoreError
+from leasegate.core.tasks import stop_task
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +155,7 @@ class SlotKeeper:
         each: retries in progress stop after their current try)."""
         self._stopping = True
         renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+        await stop_task(renewer)
         leftovers = [(account, holder) for account, hs in self._held.items() for holder in hs]
         await asyncio.gather(*(self.release(account, holder) for account, holder in leftovers))
         if self._releasing:

@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 from redis.asyncio import RedisCluster
 from redis.asyncio.client import PubSub
 
+from leasegate.core.tasks import stop_task
 from leasegate.kv.errors import REDIS_ERRORS, unavailable
 from leasegate.kv.redis_client import RedisClient
 
@@ -326,8 +327,5 @@ class RedisSubscription:
             self._owners.pop(channel, None)
             if self._owners:
                 return
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None

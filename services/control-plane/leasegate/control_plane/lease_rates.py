@@ -28,7 +28,6 @@ read is logged and skipped (its interval is not measured).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ from datetime import datetime, timedelta
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.storage import LeaseSpendReader
+from leasegate.core.tasks import stop_task
 from leasegate.routing.lease_ceiling import (
     DEFAULT_ALPHA,
     LeaseRate,
@@ -125,11 +125,8 @@ class LeaseRateMeter:
             self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         while True:

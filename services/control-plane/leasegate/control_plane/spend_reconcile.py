@@ -16,13 +16,13 @@ long again after, covers a proxy that learnt the budget late.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from leasegate.control_plane.deps import OverlayReads
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.spend import BudgetedChains
+from leasegate.core.tasks import stop_task
 from leasegate.web.spend_totals import (
     BUDGET_REFRESH_S,
     SpendTotals,
@@ -109,12 +109,7 @@ class SpendReconciler:
             self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._settling) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*(stop_task(t) for t in (self._task, *self._settling)))
         self._task = None
 
     async def _loop(self) -> None:

@@ -55,6 +55,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from leasegate.core.ports.errors import StoreRejected, StoreUnavailable, failure_reason
 from leasegate.core.ports.storage import EvidenceWriter
 from leasegate.core.records import EvidenceRow
+from leasegate.core.tasks import stop_task
 from leasegate.proxy.evidence_metrics import EvidenceMetrics
 from leasegate.proxy.evidence_spill import SpillFile
 
@@ -188,11 +189,8 @@ class EvidenceSink:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self, drain_s: float) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
         await self.drain(drain_s)
         if self._rows and self._spill is not None:
             # the spill file outlives the process: its successor replays these

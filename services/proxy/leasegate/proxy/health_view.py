@@ -24,6 +24,7 @@ subscription is down every request asks the store, as before this view existed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from leasegate.core.ports.health import (
     HealthStore,
     HealthTransition,
 )
+from leasegate.core.tasks import stop_task
 
 log = logging.getLogger("leasegate.proxy")
 
@@ -76,9 +78,8 @@ class HealthView:
 
     async def stop(self) -> None:
         await self._fanout.aclose()
-        if self._refresh is not None:
-            self._refresh.cancel()
-            await asyncio.gather(self._refresh, return_exceptions=True)
+        with contextlib.suppress(Exception):  # a failed refresh has been logged
+            await stop_task(self._refresh)
 
     def watched(self, account_id: str, model: str | None) -> float | None:
         """What the view holds for a key (None: clean), for tests and diagnostics."""

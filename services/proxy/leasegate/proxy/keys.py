@@ -27,7 +27,6 @@ keeps serving stay.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from leasegate.core.ports.fanout import FanoutTrust
 from leasegate.core.ports.revocation import Revocation
 from leasegate.core.ports.storage import KeyReader
 from leasegate.core.records import KeyRecord
+from leasegate.core.tasks import stop_task
 from leasegate.keys import ParsedKey, parse_key, secret_matches
 
 _MAX_ENTRIES = 100_000
@@ -90,11 +90,8 @@ class KeyResolver:
         self._sweeper = asyncio.create_task(self._sweep_forever(), name="key-cache-sweep")
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+        await stop_task(self._sweeper)
+        self._sweeper = None
 
     async def _sweep_forever(self) -> None:
         while True:

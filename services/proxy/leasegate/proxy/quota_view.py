@@ -53,6 +53,7 @@ from leasegate.accounts import Registry
 from leasegate.core.clock import Clock
 from leasegate.core.ports.errors import StoreError
 from leasegate.core.ports.quota import Bucket, Quota, QuotaDimension, QuotaNewsBus, QuotaStore
+from leasegate.core.tasks import stop_task
 from leasegate.providers import Usage
 from leasegate.routing.quota import (
     Estimate,
@@ -121,7 +122,7 @@ class QuotaView:
         refresh_s: float = 1.0,
         rng: Callable[[], float] = _SYSTEM_RANDOM.random,
         news: QuotaNewsBus | None = None,
-        probe_requests: int = 1,
+        probe_requests: int = 0,
     ) -> None:
         self.store = store
         self._probe = probe_requests
@@ -380,11 +381,8 @@ class QuotaView:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
         if self._publishing is not None:
             await asyncio.gather(self._publishing, return_exceptions=True)
         await self.flush()
