@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -60,4 +62,52 @@ async def test_two_workers_share_one_port(tmp_path: Path) -> None:
                 pids = _serving_pids(log_path)
             assert len(pids) == 2, f"requests were served by {pids}"
             assert process.pid not in pids  # the parent only supervises
+        assert process.returncode == 0
+
+
+def _workers(supervisor: int) -> set[int]:
+    """The supervisor's serving children (uvicorn spawns them; a resource tracker is not one)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if parent == supervisor and b"multiprocessing.spawn" in command:
+            found.add(int(entry.name))
+    return found
+
+
+async def test_a_worker_killed_outright_is_replaced_while_the_other_serves(
+    tmp_path: Path,
+) -> None:
+    async with production_stores() as stores, MockUpstream() as upstream:
+        env = gateway_env(
+            tmp_path,
+            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
+            database_url=stores["database_url"],
+            redis_url=stores["redis_url"],
+            redis_prefix=stores["redis_prefix"],
+        )
+        with leasegate_process("proxy", env, args=["--workers", "2"]) as (url, process):
+            first = _workers(process.pid)
+            assert len(first) == 2
+            victim = min(first)
+            os.kill(victim, signal.SIGKILL)
+            replaced: set[int] = set()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                # the port answers throughout (a fresh connection each time: the other
+                # worker accepts meanwhile)
+                async with local_client(timeout=5) as client:
+                    assert (await client.get(f"{url}/healthz")).status_code == 200
+                replaced = _workers(process.pid) - first
+                if replaced:
+                    break
+                await asyncio.sleep(0.2)
+            assert replaced, "the killed worker was not replaced"
+            assert victim not in _workers(process.pid)
         assert process.returncode == 0

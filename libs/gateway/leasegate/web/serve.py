@@ -1,10 +1,11 @@
 """Serve an app under uvicorn: one process, or N worker processes on one port. Each deployable's
 composition root (`leasegate.proxy.main`, `leasegate.control_plane.main`) serves through here.
 
-`--workers N` (N > 1) uses uvicorn's own supervisor: the parent binds the port once and
-starts N processes that each import the deployable's app factory (`<package>.main:app`) and
-accept on the shared socket; a worker that dies is replaced. `dev` is one process by design
-(its stores live in the process).
+`--workers N` (N > 1) uses uvicorn's supervisor: the parent binds the port once and starts N
+processes that each import the deployable's app factory (`<package>.main:app`) and accept on
+the shared socket; a worker that dies is replaced within 5 s (`_Supervisor`). Every process
+serves with `_Server`, whose loop wakes once a second. `dev` is one process by design (its
+stores live in the process).
 
 A clean stop on SIGTERM or SIGINT exits 0: uvicorn would re-raise the signal after draining,
 which makes the process look killed (exit 143) to `make` and shells.
@@ -23,7 +24,7 @@ from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
-from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors import Multiprocess, multiprocess
 
 from leasegate.config import Config, ConfigError, Settings, load_config
 from leasegate.web.header_deadline import header_deadline_protocol
@@ -72,6 +73,34 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+class _WorkerProcess(multiprocess.Process):
+    """A `--workers N` process that serves with `_Server` (its 1 s tick, its stop at once on a
+    signal) instead of uvicorn's own (ten wake-ups a second while idle, in every worker). It
+    reaches the worker pickled with its class (uvicorn starts workers with `spawn`)."""
+
+    @property
+    def server(self) -> uvicorn.Server:
+        if self._server is None:
+            self._server = _Server(config=self.config)
+        return self._server
+
+
+_CHECK_WORKERS_EVERY = 10
+"""uvicorn's supervisor wakes every 0.5 s (a stop signal is handled within that) and pings
+every worker each time (two wake-ups a second of each idle worker's ping thread). Ours pings
+every tenth wake: a worker that died or hangs is replaced within 5 s (the other workers
+accept on the shared socket meanwhile)."""
+
+
+class _Supervisor(Multiprocess):
+    _wakes = 0
+
+    def keep_subprocess_alive(self) -> None:
+        self._wakes += 1
+        if self._wakes % _CHECK_WORKERS_EVERY == 0:
+            super().keep_subprocess_alive()
+
+
 def _options(config: Config, host: str, port: int) -> dict[str, Any]:
     return {
         "host": host,
@@ -116,7 +145,10 @@ def serve_workers(factory: str, workers: int, config: Config, host: str, port: i
         **{**_options(config, host, port), "http": WORKER_HTTP_PROTOCOL},
     )
     socket = uv_config.bind_socket()
-    Multiprocess(uv_config, sockets=[socket]).run()
+    # uvicorn's supervisor builds (and rebuilds, for a worker that died) each worker from
+    # this module name: ours serve with `_Server`
+    multiprocess.Process = _WorkerProcess  # type: ignore[misc]
+    _Supervisor(uv_config, sockets=[socket]).run()
     return 0
 
 
