@@ -16,9 +16,15 @@ from leasegate.demo.upstream import MockUpstream
 from tests.fixtures.gateways import account_entry, gateway_env
 from tests.fixtures.processes import leasegate_process
 from tests.fixtures.servers import local_client
-from tests.fixtures.services import production_stores
+from tests.fixtures.services import StoresEnv, production_stores
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+
+
+def _one_account(tmp_path: Path, stores: StoresEnv, upstream: MockUpstream) -> dict[str, str]:
+    return gateway_env(
+        tmp_path, [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})], **stores
+    )
 
 
 def _serving_pids(log_path: Path) -> set[int]:
@@ -37,13 +43,7 @@ def _serving_pids(log_path: Path) -> set[int]:
 async def test_two_workers_share_one_port(tmp_path: Path) -> None:
     log_path = tmp_path / "proxy.log"
     async with production_stores() as stores, MockUpstream() as upstream:
-        env = gateway_env(
-            tmp_path,
-            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
-            database_url=stores["database_url"],
-            redis_url=stores["redis_url"],
-            redis_prefix=stores["redis_prefix"],
-        )
+        env = _one_account(tmp_path, stores, upstream)
         with (
             log_path.open("wb") as log,
             leasegate_process("proxy", env, args=["--workers", "2"], log=log) as (url, process),
@@ -85,13 +85,7 @@ async def test_a_worker_killed_outright_is_replaced_while_the_other_serves(
     tmp_path: Path,
 ) -> None:
     async with production_stores() as stores, MockUpstream() as upstream:
-        env = gateway_env(
-            tmp_path,
-            [account_entry("openai-main", upstream, {"gpt-4o": "gpt-4o"})],
-            database_url=stores["database_url"],
-            redis_url=stores["redis_url"],
-            redis_prefix=stores["redis_prefix"],
-        )
+        env = _one_account(tmp_path, stores, upstream)
         with leasegate_process("proxy", env, args=["--workers", "2"]) as (url, process):
             first = _workers(process.pid)
             assert len(first) == 2
