@@ -45,14 +45,3 @@ async def test_an_error_the_task_ended_with_is_raised() -> None:
     await asyncio.sleep(0)
     with pytest.raises(RuntimeError, match="cleanup failed"):
         await stop_task(task)
-
-
-async def test_a_finished_task_or_none_is_nothing_to_stop() -> None:
-    async def done() -> int:
-        return 1
-
-    task = asyncio.create_task(done())
-    await task
-    await stop_task(task)
-    await stop_task(None)
-    assert task.result() == 1

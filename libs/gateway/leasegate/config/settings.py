@@ -103,7 +103,8 @@ class Settings(BaseSettings):
     """Live leases a pair nothing is known of takes before mints move on down the pool."""
     quota_probe_requests: int = Field(default=0, ge=0)
     """Requests one proxy sends at a time to an (account, model) nothing is known of yet,
-    until its first answer's headers arrive (0: no bound)."""
+    until its first answer's headers arrive (0, the default: not probed; a fresh pair takes
+    requests up to its account's request slots)."""
     lease_prior_requests_per_s: float = Field(default=1.0, gt=0)
     """What a lease is assumed to send before any lease of its pool was measured."""
     failure_threshold: int = Field(default=3, ge=1)

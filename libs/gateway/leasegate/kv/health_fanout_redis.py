@@ -46,7 +46,7 @@ class RedisHealthFanout:
         self._channel = keys.health_news_channel(prefix)
         self._subscription = subscription or RedisSubscription(
             client,
-            self._channel,
+            (self._channel,),
             "health news",
             "leasegate.health",
             reply_within_s=reply_within_s,
@@ -70,21 +70,21 @@ class RedisHealthFanout:
     async def publish(self, news: Sequence[HealthNews]) -> None:
         if news:
             payload = json.dumps([[n.account_id, n.model, n.until] for n in news])
-            await self._subscription.publish(payload, self._channel)
+            await self._subscription.publish(self._channel, payload)
 
     async def publish_quota(self, quotas: Sequence[Quota]) -> None:
         if quotas:
             payload = {
                 "quota": [{"a": q.account_id, "m": q.model, **quota_fields(q)} for q in quotas]
             }
-            await self._subscription.publish(json.dumps(payload), self._channel)
+            await self._subscription.publish(self._channel, json.dumps(payload))
 
     def on_quota(self, deliver: OnQuotaNews) -> None:
         self._quota_listeners.append(deliver)
 
     async def subscribe(self, on_news: OnNews, on_reset: OnHealthReset) -> None:
         deliver = functools.partial(self._deliver, on_news=on_news)
-        await self._subscription.start(deliver, on_reset, self._channel)
+        await self._subscription.start(self._channel, deliver, on_reset)
 
     def _deliver(self, data: bytes | str, on_news: OnNews) -> None:
         try:

@@ -41,7 +41,7 @@ class RedisRevocationBus:
         self._channel = keys.revocations_channel(prefix)
         self._subscription = subscription or RedisSubscription(
             client,
-            self._channel,
+            (self._channel,),
             "revocation",
             "leasegate.revocations",
             reply_within_s=reply_within_s,
@@ -65,13 +65,13 @@ class RedisRevocationBus:
     async def publish(self, revocations: Sequence[Revocation]) -> None:
         if revocations:
             payload = json.dumps([[r.key_id, r.expires_at] for r in revocations])
-            await self._subscription.publish(payload, self._channel)
+            await self._subscription.publish(self._channel, payload)
 
     async def subscribe(self, on_revoked: OnRevoked, on_reset: OnReset) -> None:
         """Start listening in the background (see subscription_redis.py); returns once live,
         or after `reply_within_s` anyway."""
         await self._subscription.start(
-            lambda data: on_revoked(_decode(data)), on_reset, self._channel
+            self._channel, lambda data: on_revoked(_decode(data)), on_reset
         )
 
     async def aclose(self) -> None:

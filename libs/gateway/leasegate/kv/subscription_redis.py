@@ -1,6 +1,7 @@
 """Redis pub/sub channels listened to in the background on one connection, for every fan-out
 that needs one (revocations, health news): a proxy holds one subscription for both, so one
-heartbeat serves both (`open_kv` builds it; a bus built alone has one of its own).
+heartbeat serves both (`buses_redis.redis_buses` builds it; a bus built alone has one of its
+own).
 
 Each owner registers its channel's handlers with `start`. An owner that joins a subscription
 already live is told to reset at once (`on_reset`): what was published on its channel before
@@ -79,7 +80,7 @@ class RedisSubscription:
     def __init__(
         self,
         client: RedisClient,
-        channels: str | Sequence[str],
+        channels: Sequence[str],
         name: str,
         logger: str,
         *,
@@ -88,7 +89,7 @@ class RedisSubscription:
     ) -> None:
         self._log = logging.getLogger(logger)
         self._client = client
-        self._channels = (channels,) if isinstance(channels, str) else tuple(channels)
+        self._channels = tuple(channels)
         self._owners: dict[str, tuple[OnMessage, OnReset]] = {}
         """Channel -> its owner's handlers (`start`)."""
         self._name = name
@@ -191,21 +192,17 @@ class RedisSubscription:
 
         self._dropping = asyncio.get_running_loop().create_task(drop())
 
-    async def publish(self, payload: str, channel: str | None = None) -> None:
-        """Publish on `channel` (one of this subscription's; the first by default)."""
+    async def publish(self, channel: str, payload: str) -> None:
         try:
-            await self._client.publish(channel or self._channels[0], payload)
+            await self._client.publish(channel, payload)
         except REDIS_ERRORS as exc:
             raise unavailable(exc) from exc
 
-    async def start(
-        self, on_message: OnMessage, on_reset: OnReset, channel: str | None = None
-    ) -> None:
-        """Deliver `channel`'s messages (the first channel by default) to `on_message`, and
+    async def start(self, channel: str, on_message: OnMessage, on_reset: OnReset) -> None:
+        """Deliver `channel`'s messages to `on_message`, and
         start listening in the background if no owner has yet; return once live, or after
         `reply_within_s` anyway: a process started while Redis is down still binds its port,
         and `ready` turns true when the subscription is live."""
-        channel = channel or self._channels[0]
         if channel not in self._channels:
             raise ValueError(f"{channel!r} is not one of the {self._name} channels")
         self._owners[channel] = (on_message, on_reset)
@@ -320,12 +317,10 @@ class RedisSubscription:
             wait = min(wait, self._heard + self._silent_after_s - now)
         return wait
 
-    async def aclose(self, channel: str | None = None) -> None:
-        """`channel`'s owner is done with it; the listener stops once every owner is (or
-        at once, without a channel)."""
-        if channel is not None:
-            self._owners.pop(channel, None)
-            if self._owners:
-                return
+    async def aclose(self, channel: str) -> None:
+        """`channel`'s owner is done with it; the listener stops once every owner is."""
+        self._owners.pop(channel, None)
+        if self._owners:
+            return
         await stop_task(self._task)
         self._task = None

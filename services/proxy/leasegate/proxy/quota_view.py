@@ -24,12 +24,13 @@ channel (`QuotaNewsBus`, in a task of its own: no request waits for it), and eve
 proxy's view takes it in as it takes a refresh, so they refuse the pair before sending instead
 of learning it from the provider's 429 or the next refresh.
 
-A pair nothing is known of (no quota declared, learned or heard from another proxy, no answer
-yet) is probed: at most `probe_requests` requests on it are in flight from this proxy until
-its first answer's headers arrive (a request past them is refused for `PROBE_RETRY_S` at most;
-the bound doubles every `PROBE_DOUBLING_S` the answer is awaited), so a fleet does not spend
-what the provider has not yet said it has; the headers of that first
-answer are taken as they arrive, not at its end (a stream may take minutes).
+With `probe_requests` set (0, off, by default), a pair nothing is known of (no quota
+declared, learned or heard from another proxy, no answer yet) is probed: at most
+`probe_requests` requests on it are in flight from this proxy until its first answer's headers
+arrive (a request past them is refused for `PROBE_RETRY_S` at most; the bound doubles every
+`PROBE_DOUBLING_S` the answer is awaited), so a fleet does not spend what the provider has not
+yet said it has; the headers of that first answer are taken as they arrive, not at its end (a
+stream may take minutes).
 
 A pair that answers without any rate-limit header (and of which nothing is known) is written
 to the store as an empty statement, once a minute: the mints then know it has answered and

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,6 +43,7 @@ from leasegate.control_plane.console.web import (
 from leasegate.control_plane.deps import OverlayRecords
 from leasegate.control_plane.overlay import StateChange
 from leasegate.core.errors import GatewayError, retry_after_header
+from leasegate.core.tasks import stop_task
 
 log = logging.getLogger("leasegate.console")
 
@@ -91,9 +91,7 @@ def _retire_at_start_up(app: FastAPI, auth: ConsoleAuth) -> None:
             try:
                 yield state
             finally:
-                retiring.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await retiring
+                await stop_task(retiring)  # its Redis calls can swallow a single cancel
 
     app.router.lifespan_context = lifespan
 
