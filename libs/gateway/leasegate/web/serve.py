@@ -37,13 +37,32 @@ WORKER_HTTP_PROTOCOL = "leasegate.web.worker_http:WorkerHttpProtocol"
 
 _TICK_S = 1.0
 """uvicorn's main loop wakes every 0.1 s (the `Date` header, the exit check): ten wake-ups a
-second of an idle process. This one wakes once a second (the `Date` header's resolution) and
-at once when a stop signal arrives."""
+second of an idle process. This one wakes once a second (the `Date` header's resolution) while
+connections are open, not at all while none is, and at once when a stop signal arrives or a
+first connection opens."""
+
+
+class _Connections(set[Any]):
+    """uvicorn's set of open connections (its protocols `add` themselves as they open and
+    `discard` themselves as they close), telling `on_first` when one opens into an empty set."""
+
+    def __init__(self, on_first: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_first = on_first
+
+    def add(self, connection: Any) -> None:
+        if not self:
+            self._on_first()
+        super().add(connection)
 
 
 class _Server(uvicorn.Server):
     _wake: asyncio.Event | None = None
     _loop: asyncio.AbstractEventLoop | None = None
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.server_state.connections = _Connections(self._wake_up)
 
     async def main_loop(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
@@ -51,10 +70,19 @@ class _Server(uvicorn.Server):
         should_exit = await self.on_tick(counter)
         while not should_exit:
             counter = (counter + 10) % 864000
+            # No connection open: nothing reads the `Date` header until one opens, and its
+            # opening wakes this loop (a request is read only after its connection is made,
+            # so the header is renewed before the first response is written).
+            idle = not self.server_state.connections
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_TICK_S):
+                async with asyncio.timeout(None if idle else _TICK_S):
                     await self._wake.wait()
+            self._wake.clear()
             should_exit = await self.on_tick(counter)
+
+    def _wake_up(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)

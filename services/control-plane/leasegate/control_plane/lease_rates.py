@@ -97,8 +97,8 @@ class LeaseRateMeter:
         after: Mapping[Pair, int],
     ) -> None:
         seconds = (until - since).total_seconds()
-        if seconds <= 0:
-            return
+        if seconds <= 0 or not any(before.values()):
+            return  # no lease live at its start: nothing to measure (`_leases_sending`)
         spent = {
             (s.account_id, s.served_model): s for s in await self._store.spend_by_pair(since, until)
         }

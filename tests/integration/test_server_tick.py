@@ -1,0 +1,88 @@
+"""The servers' own loop (`leasegate.web.serve`), on a real loopback socket in this process: it
+does not wake while no connection is open, renews the `Date` header before a first request
+after an idle spell is answered, ticks while connections are open, and stops at once on a stop
+signal however long it has been idle."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from email.utils import parsedate_to_datetime
+
+from starlette.types import Receive, Scope, Send
+
+from leasegate.config import load_config
+from leasegate.web.serve import _Server, server
+from tests.fixtures.servers import free_port, local_client, started
+
+IDLE_S = 2.5
+
+
+async def _hello(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "lifespan":
+        while (message := await receive())["type"] != "lifespan.shutdown":
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"hello"})
+
+
+@asynccontextmanager
+async def _serving() -> AsyncIterator[tuple[_Server, str, list[float]]]:
+    """The gateway's server on a free port; yields it, its URL and the times it ticked."""
+    port = free_port()
+    served = server(_hello, load_config({}), "127.0.0.1", port)
+    assert isinstance(served, _Server)
+    ticks: list[float] = []
+    on_tick = served.on_tick
+
+    async def counted(counter: int) -> bool:
+        ticks.append(time.monotonic())
+        return await on_tick(counter)
+
+    served.on_tick = counted  # type: ignore[method-assign]
+    task = await started(served)
+    try:
+        yield served, f"http://127.0.0.1:{port}", ticks
+    finally:
+        served.should_exit = True
+        served.handle_exit(signal.SIGTERM, None)
+        await asyncio.wait_for(task, 10)
+
+
+async def test_with_no_connection_open_the_server_sleeps_and_a_first_request_gets_todays_date() -> (
+    None
+):
+    async with _serving() as (_, url, ticks):
+        await asyncio.sleep(IDLE_S)
+        assert len(ticks) <= 1, "ticked while no connection was open"
+        async with local_client() as client:
+            answer = await client.get(url)
+        assert answer.status_code == 200
+        dated = parsedate_to_datetime(answer.headers["date"]).timestamp()
+        assert abs(dated - time.time()) <= 1.5, "a Date header from before the idle spell"
+
+
+async def test_while_a_connection_is_open_the_server_ticks_every_second() -> None:
+    async with _serving() as (_, url, ticks), local_client() as client:
+        assert (await client.get(url)).status_code == 200  # its connection stays open
+        before = len(ticks)
+        await asyncio.sleep(IDLE_S)
+        assert len(ticks) - before >= 2
+
+
+async def test_a_stop_signal_ends_an_idle_server_at_once() -> None:
+    port = free_port()
+    served = server(_hello, load_config({}), "127.0.0.1", port)
+    assert isinstance(served, _Server)
+    task = await started(served)
+    await asyncio.sleep(IDLE_S)  # idle: its loop waits on nothing but a wake-up
+    signalled = time.monotonic()
+    served.handle_exit(signal.SIGTERM, None)
+    await asyncio.wait_for(task, 5)
+    assert time.monotonic() - signalled < 0.5
