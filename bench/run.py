@@ -55,6 +55,7 @@ from bench.stack import (
     mint_key,
     start_stack,
 )
+from bench.wakeups import describe, wakeup_costs
 
 RESULTS = Path(__file__).parent / "results"
 C1_S, LOADED_S, WARMUP_S = 2.0, 3.0, 0.5
@@ -337,6 +338,9 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     load_before = round(os.getloadavg()[0], 2)
+    only = frozenset(args.only.split(",")) if args.only else None
+    # before the stack starts, on a machine as quiet as the run's own beginning
+    wakeups = wakeup_costs(1.0) if only is None or only & set(PACED) else None
     options = Options(
         ceiling=args.ceiling,
         accounts=args.accounts,
@@ -355,7 +359,6 @@ def main() -> int:
             extra = add_live_keys(stack.database_url, options.live_keys, keys["production"][0])
             keys["production"] += extra[: options.rotate_keys - 1]
         sys.stderr.write("bench: measuring\n")
-        only = frozenset(args.only.split(",")) if args.only else None
         phases = asyncio.run(_measure(stack, keys, args.repeats, only))
         paced: dict[str, list[dict[str, object]]] = {}
         if only is None or only & set(PACED):
@@ -377,11 +380,15 @@ def main() -> int:
         "repeats": args.repeats,
         "wall_seconds": round(time.monotonic() - started, 1),
         "loadavg_1m_before_after": [load_before, round(os.getloadavg()[0], 2)],
+        "wakeup_us_by_sleep_s": wakeups,
     }
     print(f"load generator: {meta['generator']}; {meta['cpus']} CPUs; loopback")
     print(f"options: {meta['options']}")
     # Other work on the machine skews latency; CPU per request is far less sensitive to it.
     print(f"1-min load average before/after: {meta['loadavg_1m_before_after']}")
+    if wakeups is not None:
+        # what the paced phases pay per request that a saturated one shares (docs/performance.md)
+        print(describe(wakeups))
     print(summary_table(phases))
     print()
     print(phase_table(phases))
