@@ -1,7 +1,7 @@
 """The servers' own loop (`leasegate.web.serve`), on a real loopback socket in this process: it
-does not wake while no connection is open, renews the `Date` header before a first request
-after an idle spell is answered, ticks while connections are open, and stops at once on a stop
-signal however long it has been idle."""
+does not tick, idle or serving; every answer's `Date` header is current however long the
+server or the connection was idle (the requests renew it: `leasegate.web.date_header`); and it
+stops at once on a stop signal however long it has been idle."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email.utils import parsedate_to_datetime
 
+import httpx
 from starlette.types import Receive, Scope, Send
 
 from leasegate.config import load_config
@@ -55,25 +56,28 @@ async def _serving() -> AsyncIterator[tuple[_Server, str, list[float]]]:
         await asyncio.wait_for(task, 10)
 
 
-async def test_with_no_connection_open_the_server_sleeps_and_a_first_request_gets_todays_date() -> (
-    None
-):
+def _dated(answer: httpx.Response) -> float:
+    assert answer.status_code == 200
+    return parsedate_to_datetime(answer.headers["date"]).timestamp()
+
+
+async def test_an_idle_server_does_not_tick_and_a_first_request_gets_a_current_date() -> None:
     async with _serving() as (_, url, ticks):
         await asyncio.sleep(IDLE_S)
-        assert len(ticks) <= 1, "ticked while no connection was open"
+        assert len(ticks) <= 1, "ticked while idle"
         async with local_client() as client:
             answer = await client.get(url)
-        assert answer.status_code == 200
-        dated = parsedate_to_datetime(answer.headers["date"]).timestamp()
-        assert abs(dated - time.time()) <= 1.5, "a Date header from before the idle spell"
+        assert abs(_dated(answer) - time.time()) <= 1.5, "a Date from before the idle spell"
 
 
-async def test_while_a_connection_is_open_the_server_ticks_every_second() -> None:
+async def test_a_request_on_a_connection_kept_open_gets_a_current_date_without_a_tick() -> None:
     async with _serving() as (_, url, ticks), local_client() as client:
-        assert (await client.get(url)).status_code == 200  # its connection stays open
-        before = len(ticks)
-        await asyncio.sleep(IDLE_S)
-        assert len(ticks) - before >= 2
+        first = _dated(await client.get(url))
+        await asyncio.sleep(IDLE_S)  # the connection stays open, the server idle
+        second = _dated(await client.get(url))
+        assert second - first >= 2, "the Date of the connection's first answer, repeated"
+        assert abs(second - time.time()) <= 1.5
+        assert len(ticks) <= 1
 
 
 async def test_a_stop_signal_ends_an_idle_server_at_once() -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from leasegate.core.errors import GatewayError
+from leasegate.web import date_header
 
 
 def _raw_refusal(error: GatewayError, reason: bytes) -> bytes:
@@ -85,6 +86,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
+        date_header.renew(self.server_state, self.config)
         super().on_message_begin()
         self._request_started = True
         self._in_headers = True

@@ -4,8 +4,8 @@ composition root (`leasegate.proxy.main`, `leasegate.control_plane.main`) serves
 `--workers N` (N > 1) uses uvicorn's supervisor: the parent binds the port once and starts N
 processes that each import the deployable's app factory (`<package>.main:app`) and accept on
 the shared socket; a worker that dies is replaced within 5 s (`_Supervisor`). Every process
-serves with `_Server`, whose loop wakes once a second. `dev` is one process by design (its
-stores live in the process).
+serves with `_Server`, whose loop does not tick (the requests renew the `Date` header). `dev`
+is one process by design (its stores live in the process).
 
 A clean stop on SIGTERM or SIGINT exits 0: uvicorn would re-raise the signal after draining,
 which makes the process look killed (exit 143) to `make` and shells.
@@ -35,54 +35,22 @@ _WORKER_HEALTHCHECK_S = 30
 WORKER_HTTP_PROTOCOL = "leasegate.web.worker_http:WorkerHttpProtocol"
 
 
-_TICK_S = 1.0
-"""uvicorn's main loop wakes every 0.1 s (the `Date` header, the exit check): ten wake-ups a
-second of an idle process. This one wakes once a second (the `Date` header's resolution) while
-connections are open, not at all while none is, and at once when a stop signal arrives or a
-first connection opens."""
-
-
-class _Connections(set[Any]):
-    """uvicorn's set of open connections (its protocols `add` themselves as they open and
-    `discard` themselves as they close), telling `on_first` when one opens into an empty set."""
-
-    def __init__(self, on_first: Callable[[], None]) -> None:
-        super().__init__()
-        self._on_first = on_first
-
-    def add(self, connection: Any) -> None:
-        if not self:
-            self._on_first()
-        super().add(connection)
-
-
 class _Server(uvicorn.Server):
+    """uvicorn's server without its main loop's tick: uvicorn wakes every 0.1 s to renew the
+    `Date` header and to check for a stop, ten wake-ups a second of an idle process. Here the
+    requests renew the header as they begin (`leasegate.web.date_header`, from the protocol
+    every server here is given), and a stop signal wakes the loop at once."""
+
     _wake: asyncio.Event | None = None
     _loop: asyncio.AbstractEventLoop | None = None
 
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.server_state.connections = _Connections(self._wake_up)
-
     async def main_loop(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
-        counter = 0  # a multiple of 10: `on_tick` renews the `Date` header every time
-        should_exit = await self.on_tick(counter)
+        should_exit = await self.on_tick(0)  # the default headers, then only the exit check
         while not should_exit:
-            counter = (counter + 10) % 864000
-            # No connection open: nothing reads the `Date` header until one opens, and its
-            # opening wakes this loop (a request is read only after its connection is made,
-            # so the header is renewed before the first response is written).
-            idle = not self.server_state.connections
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(None if idle else _TICK_S):
-                    await self._wake.wait()
+            await self._wake.wait()
             self._wake.clear()
-            should_exit = await self.on_tick(counter)
-
-    def _wake_up(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
+            should_exit = await self.on_tick(0)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
@@ -102,7 +70,7 @@ class _Server(uvicorn.Server):
 
 
 class _WorkerProcess(multiprocess.Process):
-    """A `--workers N` process that serves with `_Server` (its 1 s tick, its stop at once on a
+    """A `--workers N` process that serves with `_Server` (no tick, its stop at once on a
     signal) instead of uvicorn's own (ten wake-ups a second while idle, in every worker). It
     reaches the worker pickled with its class (uvicorn starts workers with `spawn`)."""
 
