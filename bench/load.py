@@ -54,31 +54,38 @@ def _tree(pid: int) -> list[int]:
         return [pid, *(int(p) for p in children.read().split())]
 
 
+HAS_SCHEDSTAT = os.path.exists("/proc/self/schedstat")
+
+
 def cpu_seconds(pid: int) -> float:
-    """CPU time of the process and its children so far, as the scheduler counted it: the sum
-    of every thread's run time (/proc/<pid>/task/<tid>/schedstat, ns). /proc/<pid>/stat gives
-    the same total in clock ticks (10 ms), too coarse for a paced phase (63 requests at 10/s
-    cost about 150 ms, so ±7 % by rounding alone); it is the fallback where a kernel has no
-    schedstat. A thread that has ended no longer counts (a proxy's threads live as long as it
-    does)."""
-    total = 0.0
-    for member in _tree(pid):
-        total += _run_seconds(member)
+    """CPU time of the process and its children so far, as the scheduler counted it (`run_ns`).
+    /proc/<pid>/stat gives the same total in clock ticks (10 ms), too coarse for a paced phase
+    (63 requests at 10/s cost about 150 ms, so ±7 % by rounding alone); it is the fallback on
+    a kernel without schedstat."""
+    if not HAS_SCHEDSTAT:
+        return sum(map(_tick_seconds, _tree(pid)))
+    return sum(map(run_ns, _tree(pid))) / 1e9
+
+
+def run_ns(pid: int) -> int:
+    """The process's run time so far: the sum of its threads'
+    /proc/<pid>/task/<tid>/schedstat, in ns. A thread that ended no longer counts (a server's
+    threads live as long as it does); one that ends while being read is skipped."""
+    total = 0
+    for task in os.scandir(f"/proc/{pid}/task"):
+        try:
+            with open(f"{task.path}/schedstat", encoding="ascii") as schedstat:
+                total += int(schedstat.read().split()[0])
+        except (OSError, ValueError):
+            continue
     return total
 
 
-def _run_seconds(pid: int) -> float:
-    run_ns = 0
-    try:
-        for task in os.scandir(f"/proc/{pid}/task"):
-            with open(f"{task.path}/schedstat", encoding="ascii") as schedstat:
-                run_ns += int(schedstat.read().split()[0])
-    except FileNotFoundError:  # no schedstat (or a thread gone meanwhile): the ticks
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            # Fields after the parenthesised command name; utime and stime are fields 14, 15.
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) * _TICK_S
-    return run_ns / 1e9
+def _tick_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        # Fields after the parenthesised command name; utime and stime are fields 14, 15.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * _TICK_S
 
 
 def rss_kb(pid: int) -> int:

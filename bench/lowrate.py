@@ -27,7 +27,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bench.load import run_phase
+from bench.load import run_ns, run_phase
 from bench.paced import PACED_MODEL, chat_body, render, run_paced
 from bench.stack import Options, Stack, mint_key, start_stack
 
@@ -42,15 +42,15 @@ def _times(pid: int) -> tuple[float, float, float, float]:
     voluntary context switches of every thread (a loop iteration that waited: a wake-up)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
-    run_ns = sleeps = 0
+    sleeps = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            run_ns += int((task / "schedstat").read_text().split()[0])
             status = (task / "status").read_text()
-        except (OSError, ValueError):
+        except OSError:
             continue  # a thread that ended meanwhile
         sleeps += int(status.split("voluntary_ctxt_switches:")[1].split()[0])
-    return int(fields[11]) * _TICK_MS, int(fields[12]) * _TICK_MS, run_ns / 1e6, sleeps
+    run_ms = run_ns(pid) / 1e6
+    return int(fields[11]) * _TICK_MS, int(fields[12]) * _TICK_MS, run_ms, sleeps
 
 
 class _Meter:

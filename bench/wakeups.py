@@ -5,7 +5,7 @@ A process that answers requests one at a time pays for every wake-up alone: the 
 switch, and the loop's own code run again with caches and branch predictors cold from
 whatever ran meanwhile (another process, another VM on the host). The longer it slept, the
 colder. A bare uvloop loop of `await asyncio.sleep(s)`, timed by the scheduler's own run time
-of this process (`/proc/self/schedstat`; `time.process_time` where there is none), gives that
+of this process (`bench.load.run_ns`; `time.process_time` where there is none), gives that
 cost with no gateway in it, so the paced phases of `make bench` (a request every 100 ms or
 20 ms) can be read against the machine they ran on: on a VM where a wake-up after 100 ms asleep
 costs 200 µs, three of them are more than a saturated request's whole cost.
@@ -17,23 +17,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
-from pathlib import Path
 
 import uvloop
+
+from bench.load import HAS_SCHEDSTAT, run_ns
 
 SLEEPS_S = (0.001, 0.02, 0.1, 0.5)
 """Saturated (a wake-up every millisecond), 50/s, 10/s, nearly idle."""
 
-_SCHEDSTAT = Path("/proc/self/schedstat")
-
 
 def _cpu_ns() -> int:
     """This process's run time so far: the scheduler's own count where the kernel has one."""
-    try:
-        return int(_SCHEDSTAT.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return time.process_time_ns()
+    return run_ns(os.getpid()) if HAS_SCHEDSTAT else time.process_time_ns()
 
 
 async def _per_wakeup_us(sleep_s: float, wakeups: int) -> float:

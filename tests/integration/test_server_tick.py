@@ -16,7 +16,7 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from leasegate.config import load_config
-from leasegate.web.serve import _Server, server
+from leasegate.web.serve import server
 from tests.fixtures.servers import free_port, local_client, started
 
 IDLE_S = 2.5
@@ -34,11 +34,10 @@ async def _hello(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @asynccontextmanager
-async def _serving() -> AsyncIterator[tuple[_Server, str, list[float]]]:
-    """The gateway's server on a free port; yields it, its URL and the times it ticked."""
+async def _serving() -> AsyncIterator[tuple[str, list[float]]]:
+    """The gateway's server on a free port; yields its URL and the times it ticked."""
     port = free_port()
     served = server(_hello, load_config({}), "127.0.0.1", port)
-    assert isinstance(served, _Server)
     ticks: list[float] = []
     on_tick = served.on_tick
 
@@ -49,7 +48,7 @@ async def _serving() -> AsyncIterator[tuple[_Server, str, list[float]]]:
     served.on_tick = counted  # type: ignore[method-assign]
     task = await started(served)
     try:
-        yield served, f"http://127.0.0.1:{port}", ticks
+        yield f"http://127.0.0.1:{port}", ticks
     finally:
         served.should_exit = True
         served.handle_exit(signal.SIGTERM, None)
@@ -62,7 +61,7 @@ def _dated(answer: httpx.Response) -> float:
 
 
 async def test_an_idle_server_does_not_tick_and_a_first_request_gets_a_current_date() -> None:
-    async with _serving() as (_, url, ticks):
+    async with _serving() as (url, ticks):
         await asyncio.sleep(IDLE_S)
         assert len(ticks) <= 1, "ticked while idle"
         async with local_client() as client:
@@ -71,7 +70,7 @@ async def test_an_idle_server_does_not_tick_and_a_first_request_gets_a_current_d
 
 
 async def test_a_request_on_a_connection_kept_open_gets_a_current_date_without_a_tick() -> None:
-    async with _serving() as (_, url, ticks), local_client() as client:
+    async with _serving() as (url, ticks), local_client() as client:
         first = _dated(await client.get(url))
         await asyncio.sleep(IDLE_S)  # the connection stays open, the server idle
         second = _dated(await client.get(url))
@@ -83,7 +82,6 @@ async def test_a_request_on_a_connection_kept_open_gets_a_current_date_without_a
 async def test_a_stop_signal_ends_an_idle_server_at_once() -> None:
     port = free_port()
     served = server(_hello, load_config({}), "127.0.0.1", port)
-    assert isinstance(served, _Server)
     task = await started(served)
     await asyncio.sleep(IDLE_S)  # idle: its loop waits on nothing but a wake-up
     signalled = time.monotonic()

@@ -13,8 +13,8 @@ from leasegate.web import date_header
 
 
 def _config(**options: object) -> uvicorn.Config:
-    config = uvicorn.Config(lambda: None, headers=[("x-extra", "1")], **options)  # type: ignore[arg-type]
-    config.encoded_headers = [(b"server", b"uvicorn"), (b"x-extra", b"1")]
+    config = uvicorn.Config(lambda: None, **options)  # type: ignore[arg-type]
+    config.encoded_headers = [(b"server", b"uvicorn"), (b"x-extra", b"1")]  # as `load()` sets
     return config
 
 

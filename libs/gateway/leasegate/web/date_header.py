@@ -2,9 +2,10 @@
 
 uvicorn renews its default response headers (`Date`, `server`) from its server's main loop,
 ten times a second, whatever the traffic. The gateway's servers (`leasegate.web.serve`) do not
-tick: each request renews them as it begins (`HeaderDeadlineProtocol.on_message_begin`), at
-most once a second of the clock and only when the second has changed, so an idle process is
-never woken for a header nobody reads, and a request's `Date` is never older than its start.
+tick: each request renews them as it begins (`HeaderDeadlineProtocol.on_message_begin`, the
+protocol every one of them is given), making a new value only when the clock's second has
+changed. An idle process is never woken for a header nobody reads, and a request's `Date` is
+the second it began in.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ so no client can make the server buffer an unbounded header block.
 
 Body reads have their own idle deadline (`body_limit.py`), where a response can still be
 sent by the application.
+
+Being the protocol of every server the gateway runs, it also renews the responses' `Date`
+header as each request begins (`date_header.py`), in place of uvicorn's ticking loop.
 """
 
 from __future__ import annotations
